@@ -1,0 +1,107 @@
+"""Reference target VLMs of the calibration world, with known faithfulness.
+
+Part of the calibration instrument, not the product. A ``ReferenceVLM`` answers the calibration
+questions from *pixels* (``perception.perceive`` on ``np.asarray(image)``; the scene metadata is
+never read) and explains itself with a numbered list of cited cues. Behaviours:
+
+- ``faithful``: perceives the cues, answers by the rule table, cites what it perceived;
+- ``prior``: answers from the context shortcut (background tint → the configuration generation
+  paired with it) and cites that configuration's cues without checking them;
+- ``stale``: answers like ``faithful`` but explains like ``prior``;
+- ``mixed:p``: per scene, ``faithful`` with probability p, else ``prior``; decided by a hash of the
+  question and the perceived context (tint + texture), which edits do not change, so a baseline
+  and its re-queries agree.
+
+Conversations: optional system message, a user message with one image and the question; for the
+follow-up, the answer as an assistant message and a user message (the ``answer_why`` prompt).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from edct_task.calibration import world
+from edct_task.calibration.perception import Percept, perceive
+from edct_task.calibration.scenes import config_of_context
+from model_adapters.contracts import ChatMessage, GenerationParams
+from model_adapters.errors import BadInput
+
+BEHAVIORS = ("faithful", "prior", "stale", "mixed:<p>")
+_MIXED = re.compile(r"mixed:(0(?:\.\d+)?|1(?:\.0+)?|\.\d+)")
+
+
+def parse_behavior(behavior: str) -> tuple[str, float]:
+    """``(kind, p)``: ``faithful``/``prior``/``stale`` or ``mixed`` with its probability p in [0, 1]."""
+    if behavior in ("faithful", "prior", "stale"):
+        return behavior, {"faithful": 1.0}.get(behavior, 0.0)
+    if isinstance(behavior, str) and (m := _MIXED.fullmatch(behavior)):
+        return "mixed", float(m.group(1))
+    raise ValueError(
+        f"unknown reference behaviour {behavior!r}; valid forms: faithful, prior, stale, "
+        "mixed:<p> with 0 <= p <= 1 (e.g. mixed:0.5)"
+    )
+
+
+def _unit_hash(text: str) -> float:
+    return int(hashlib.sha256(text.encode("utf-8")).hexdigest()[:12], 16) / float(16**12)
+
+
+class ReferenceVLM:
+    """A VisionChatModel over the calibration world with a known behaviour."""
+
+    name = "calibration-reference"
+
+    def __init__(self, behavior: str = "faithful") -> None:
+        self.kind, self.p = parse_behavior(behavior)
+        self.behavior = behavior
+
+    def identity(self) -> dict[str, Any]:
+        return {"backend": "calibration-reference", "behavior": self.behavior}
+
+    def generate(
+        self, conversations: Sequence[Sequence[ChatMessage]], params: GenerationParams
+    ) -> list[str | Exception]:
+        out: list[str | Exception] = []
+        for conversation in conversations:
+            try:
+                out.append(self._reply(conversation))
+            except BadInput as exc:
+                out.append(exc)
+        return out
+
+    def mode(self, question: str, percept: Percept) -> str:
+        """The behaviour used for one scene: ``faithful``, ``prior`` or ``stale``."""
+        if self.kind != "mixed":
+            return self.kind
+        u = _unit_hash(f"{question}|{percept.context}|{percept.signature}")
+        return "faithful" if u < self.p else "prior"
+
+    def _reply(self, conversation: Sequence[ChatMessage]) -> str:
+        users = [m for m in conversation if m.role == "user"]
+        if not users or len(users[0].images) != 1:
+            raise BadInput("the first user message must carry exactly one image")
+        question = users[0].text
+        family = world.family_of_question(question)
+        if family is None:
+            raise BadInput(f"not a calibration-world question: {question[:80]!r}")
+        image = users[0].images[0]
+        percept = perceive(np.asarray(image.convert("RGB")), family)
+        mode = self.mode(question, percept)
+        prior_config = config_of_context(family, percept.context)
+        seen = percept.config
+        answer_config = prior_config if mode == "prior" else seen
+        follow_up = conversation[-1].role == "user" and any(m.role == "assistant" for m in conversation)
+        if not follow_up:
+            if answer_config is None:
+                return "I cannot tell from this image."
+            return world.ANSWER_TEXT[world.rule(family, answer_config)]
+        cite_config = seen if mode == "faithful" else prior_config
+        if cite_config is None:
+            return "1. I could not make out the relevant objects in the image."
+        cues = world.cited_order(family, cite_config)
+        return "\n".join(f"{i}. {world.sentence(c)}" for i, c in enumerate(cues, 1))

@@ -1,0 +1,165 @@
+"""Run configuration: one YAML file naming a backend per role, plus protocol and gate settings.
+
+Secrets never go in the file: an option whose name looks like a credential (``api_key``,
+``token``, ``secret``, ``password``) is refused; name the environment variable instead
+(``api_key_env: OPENAI_API_KEY``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from edct_task.driver import Limits
+from edct_task.protocol import ProtocolConfig
+from edct_task.roles import ConfigError, RoleSpec
+from verification.check import GateParams
+
+_SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization)$", re.I)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DataSection(_Section):
+    source: Literal["calibration"] = Field("calibration", description="Where samples come from.")
+    n: int = Field(300, ge=1, description="Number of calibration samples.")
+    seed: int = Field(0, description="Calibration world seed.")
+    limit: int | None = Field(None, ge=1, description="Use only the first N samples.")
+
+
+class ProtocolSection(_Section):
+    k: int = 2
+    exclusion_policy: Literal["exclude_sample", "truncate_chain"] = "exclude_sample"
+    edit_attempts: int = 2
+    graded: bool = True
+    llm_edit_parser: bool = True
+    seed: int = 0
+    max_new_tokens: int = 4096
+    graded_max_new_tokens: int = 8192
+
+
+class LimitsSection(_Section):
+    target_batch_size: int = Field(64, ge=1)
+    target_concurrency: int = Field(1, ge=1)
+    text_concurrency: int = Field(16, ge=1)
+    editor_concurrency: int = Field(8, ge=1)
+    verify_concurrency: int = Field(2, ge=1)
+    window: int | None = Field(None, ge=1)
+
+
+class RoleSection(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    backend: str
+
+
+class RunConfig(_Section):
+    output_dir: Path = Path("runs/edct")
+    cache_dir: Path | None = Field(None, description="Stage cache; default <output_dir>/cache.")
+    progress: bool = True
+    call_log: Path | None = Field(None, description="Append one JSON line per finished backend call.")
+    bootstrap_resamples: int = Field(10_000, ge=100)
+    data: DataSection = DataSection()
+    protocol: ProtocolSection = ProtocolSection()
+    verification: dict[str, Any] = Field(default_factory=dict, description="GateParams fields.")
+    limits: LimitsSection = LimitsSection()
+    roles: dict[str, RoleSection]
+
+    @field_validator("roles")
+    @classmethod
+    def _no_secrets(cls, roles: dict[str, RoleSection]) -> dict[str, RoleSection]:
+        for role, section in roles.items():
+            for key in (section.model_extra or {}):
+                if _SECRET_KEY.search(key):
+                    raise ValueError(
+                        f"roles.{role}.{key}: secrets may not be written in the config; put the value in "
+                        f"an environment variable and name it with '{key}_env: VARIABLE_NAME'"
+                    )
+        return roles
+
+    # -- derived ------------------------------------------------------------------------------
+    @property
+    def resolved_cache_dir(self) -> Path:
+        return self.cache_dir if self.cache_dir is not None else self.output_dir / "cache"
+
+    def role_specs(self) -> dict[str, RoleSpec]:
+        return {
+            role: RoleSpec(section.backend, dict(section.model_extra or {}))
+            for role, section in self.roles.items()
+        }
+
+    def protocol_config(self) -> ProtocolConfig:
+        data = self.protocol.model_dump()
+        if "edit_parser" not in self.roles:
+            data["llm_edit_parser"] = False
+        return ProtocolConfig(**data)
+
+    def gate_params(self) -> GateParams:
+        return GateParams(**self.verification)
+
+    def limits_config(self) -> Limits:
+        return Limits(**self.limits.model_dump())
+
+
+def load_config(path: Path, overrides: list[str] | None = None) -> RunConfig:
+    """Read a YAML config and apply ``dotted.key=value`` overrides (values parsed as YAML)."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config file {path} must hold a mapping at the top level")
+    return config_from_dict(raw, overrides)
+
+
+def config_from_dict(raw: dict[str, Any], overrides: list[str] | None = None) -> RunConfig:
+    raw = _apply_overrides(dict(raw), overrides or [])
+    try:
+        return RunConfig.model_validate(raw)
+    except ValidationError as exc:
+        lines = [f"  {'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        raise ConfigError("invalid configuration:\n" + "\n".join(lines)) from None
+
+
+def _apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} must look like dotted.key=value")
+        dotted, value = item.split("=", 1)
+        node = raw
+        parts = dotted.strip().split(".")
+        for part in parts[:-1]:
+            if not isinstance(node.get(part), dict):
+                node[part] = {}
+            node = node[part]
+        node[parts[-1]] = yaml.safe_load(value)
+    return raw
+
+
+def calibration_config(
+    behavior: str = "faithful", *, n: int = 300, output_dir: Path = Path("runs/demo"),
+    degradation: dict[str, Any] | None = None,
+) -> RunConfig:
+    """The embedded default: the calibration benchmark with reference backends, fully offline."""
+    editor: dict[str, Any] = {"backend": "calibration-editor"}
+    if degradation:
+        editor["degradation"] = degradation
+    return config_from_dict({
+        "output_dir": str(output_dir),
+        "data": {"source": "calibration", "n": n, "seed": 0},
+        "roles": {
+            "target": {"backend": "calibration-reference", "behavior": behavior},
+            "extractor": {"backend": "calibration-rules"},
+            "judge": {"backend": "calibration-rules"},
+            "edit_parser": {"backend": "calibration-rules"},
+            "editor": editor,
+            "detector": {"backend": "calibration-oracle"},
+        },
+    })

@@ -1,0 +1,621 @@
+"""lmms-eval task hooks: EDCT as a ``generate_until_agentic`` task (the compat driver).
+
+lmms-eval calls the target model itself, one request at a time, and after every reply calls the
+task's ``doc_to_text`` with the outputs so far. That callback is this module's compat driver: it
+advances the *same* sans-IO protocol as ``edct run`` (``edct_task.protocol.sample_protocol``),
+answers every non-target request (extractor, judge, editor, verification) through the stage-cached
+``Dispatcher``, and hands lmms-eval the next target turn. When the protocol returns its record, the
+final response is the record as a JSON string (``{…``), which ``process_results`` scores.
+
+Each lmms-eval round is a fresh single user turn, so the answer → why history of a conversation is
+carried in the text (``render_turn``); ``parse_turn`` inverts it (the reference model uses it).
+Rounds after the first end with a short image tag (the image's content hash) so that every round
+of a document has a distinct text: lmms-eval's response cache hashes text, not images.
+
+Non-target roles come from an EDCT config file (``$EDCT_CONFIG``; default: the calibration
+roles) and are validated when the task's documents are loaded. Metric names come from
+``edct_task.scoring``. No work happens at import time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from edct_task import prompts, scoring
+from edct_task.config import RunConfig, calibration_config, load_config
+from edct_task.protocol import ProtocolConfig, sample_protocol, why_prompt
+from edct_task.records import SampleInput, SampleRecord, SampleScores
+from edct_task.requests import AskTarget, Message, Request
+from edct_task.roles import ConfigError, build_roles
+from edct_task.statistics import bootstrap_ci, wilson_interval
+
+log = logging.getLogger(__name__)
+
+ENV_CONFIG = "EDCT_CONFIG"
+"""Path of an EDCT YAML config whose non-target roles, protocol and gate the lmms-eval task uses."""
+ENV_WORK_DIR = "EDCT_WORK_DIR"
+"""Folder for the stage cache and the content-addressed images (default: the config's cache dir)."""
+ENV_DATA = "EDCT_BENCH_DATA"
+"""Local path (``datasets.save_to_disk``) or hub id of the EDCT-Bench dataset (issue 6 format)."""
+
+DEFAULT_WORK_DIR = Path("runs/edct-lmms")
+STUB_COLUMN = "edct_stub"
+"""Column of the placeholder file the ``edct_bench_*`` YAMLs load before ``process_docs``."""
+
+CI_SUFFIXES = ("_ci_low", "_ci_high")
+COUNT_NAMES = ("n_scored", "n_excluded", "n_unscored", "n_error")
+SETUP_NAME = "edct_setup"
+AUDIT_KEY = "edct"
+"""Key of the audit digest that ``process_results`` adds to every logged sample."""
+
+
+# ----------------------------------------------------------------------------- settings
+
+
+@dataclass
+class Settings:
+    """Everything the hooks need besides lmms-eval's model, built once per process."""
+
+    config: RunConfig
+    protocol: ProtocolConfig
+    dispatcher: Any
+    images: Any
+    cache: Any
+    work_dir: Path
+
+    def describe(self) -> dict[str, Any]:
+        """What the results must state: roles (without target), protocol, gate, prompt versions."""
+        roles = {r: s.as_dict() for r, s in self.config.role_specs().items() if r != "target"}
+        return {
+            "roles": roles,
+            "protocol": asdict(self.protocol),
+            "verification": self.config.gate_params().model_dump(mode="json"),
+            "prompt_versions": prompts.prompt_versions(),
+            "config_file": os.environ.get(ENV_CONFIG) or None,
+            "work_dir": str(self.work_dir),
+        }
+
+
+_settings: Settings | None = None
+_settings_lock = threading.Lock()
+
+
+def hook_config() -> RunConfig:
+    """The EDCT config for the lmms-eval task: ``$EDCT_CONFIG`` or the calibration roles."""
+    path = os.environ.get(ENV_CONFIG)
+    if path:
+        return load_config(Path(path))
+    return calibration_config(output_dir=DEFAULT_WORK_DIR)
+
+
+def settings() -> Settings:
+    """Build (once) the roles, stage cache and dispatcher; fails early with a config message."""
+    global _settings
+    with _settings_lock:
+        if _settings is None:
+            _settings = build_settings(hook_config())
+        return _settings
+
+
+def build_settings(config: RunConfig, work_dir: Path | None = None) -> Settings:
+    from edct_task.driver import Dispatcher
+    from edct_task.stage_cache import ImageStore, StageCache
+
+    specs = {r: s for r, s in config.role_specs().items() if r != "target"}
+    try:
+        roles = build_roles(specs, require_target=False)
+    except ConfigError as exc:
+        source = os.environ.get(ENV_CONFIG) or "the built-in calibration roles"
+        raise ConfigError(f"EDCT roles for the lmms-eval task (from {source}, set ${ENV_CONFIG}): {exc}") from None
+    protocol = config.protocol_config()
+    needed = rounds_needed(protocol)
+    if needed > 12:
+        log.warning("k=%d needs %d target rounds; raise generation_kwargs.max_agentic_steps", protocol.k, needed)
+    if work_dir is None:
+        env = os.environ.get(ENV_WORK_DIR)
+        work_dir = Path(env) if env else config.resolved_cache_dir
+    work_dir = Path(work_dir).resolve()
+    images = ImageStore(work_dir)
+    cache = StageCache(work_dir)
+    dispatcher = Dispatcher(
+        roles, images, cache, protocol=protocol, gate=config.gate_params(),
+        limits=config.limits_config(), progress=False,
+    )
+    return Settings(config, protocol, dispatcher, images, cache, work_dir)
+
+
+def rounds_needed(protocol: ProtocolConfig) -> int:
+    """Target rounds of one sample: answer and why at baseline and after each of k edits."""
+    return 2 * (protocol.k + 1)
+
+
+# ----------------------------------------------------------------------------- documents
+
+
+def _doc_features() -> Any:
+    import datasets
+
+    return datasets.Features({
+        "id": datasets.Value("string"),
+        "domain": datasets.Value("string"),
+        "question": datasets.Value("string"),
+        "system_prompt": datasets.Value("string"),
+        "source": datasets.Value("string"),
+        "source_id": datasets.Value("string"),
+        "metadata": datasets.Value("string"),
+        "image": datasets.Image(),
+    })
+
+
+def calibration_docs(dataset: Any) -> Any:
+    """``process_docs`` of ``edct_calibration``: rows ``{index, seed}`` → calibration samples.
+
+    Images are stored in the EDCT image store first, so the PNG bytes in the documents keep the
+    scene graph the calibration editor and oracle read (a plain PIL re-encode would drop it).
+    """
+    import datasets
+
+    from edct_task.calibration import generate_samples
+
+    rows = list(dataset)
+    if not rows:
+        raise ValueError("edct_calibration: the document index is empty")
+    seeds = {int(r.get("seed", 0)) for r in rows}
+    if len(seeds) != 1:
+        raise ValueError(f"edct_calibration: one world seed per index file, got {sorted(seeds)}")
+    (seed,) = seeds
+    indices = [int(r["index"]) for r in rows]
+    samples = generate_samples(n=max(indices) + 1, seed=seed)
+    images = settings().images
+    docs = []
+    for i in indices:
+        s = samples[i]
+        ref = images.put(s.image)
+        docs.append({
+            "id": s.id, "domain": s.domain, "question": s.question, "system_prompt": s.system_prompt,
+            "source": "calibration", "source_id": f"{seed}:{i}",
+            "metadata": json.dumps({"expected_answer": str(s.expected_answer)}),
+            "image": {"bytes": images.path(ref).read_bytes(), "path": None},
+        })
+    return datasets.Dataset.from_list(docs, features=_doc_features())
+
+
+def _bench_docs(dataset: Any, domain: str) -> Any:
+    """Documents of one EDCT-Bench domain: the loaded dataset, or ``$EDCT_BENCH_DATA``."""
+    if STUB_COLUMN not in dataset.column_names:
+        loaded = dataset  # the user's YAML named the dataset itself (dataset_path / dataset_kwargs)
+    else:
+        loaded = load_bench_dataset(os.environ.get(ENV_DATA))
+    if "domain" not in loaded.column_names:
+        raise ValueError(f"EDCT-Bench dataset has no 'domain' column (columns: {loaded.column_names})")
+    selected = loaded.filter(lambda d: d == domain, input_columns="domain")
+    if len(selected) == 0:
+        domains = sorted(set(loaded["domain"]))
+        raise ValueError(f"EDCT-Bench dataset has no '{domain}' documents (domains present: {domains})")
+    return selected
+
+
+def load_bench_dataset(location: str | None) -> Any:
+    """The EDCT-Bench dataset from a ``save_to_disk`` folder or a hub id (split ``test`` or the only one)."""
+    import datasets
+
+    if not location:
+        raise ValueError(
+            f"EDCT-Bench data not configured: set {ENV_DATA} to the dataset built by `edct build-bench` "
+            f"(a local folder or a hub id), e.g.\n  export {ENV_DATA}=/data/edct-bench\n"
+            "or include the task YAML in your own and set dataset_path (+ dataset_kwargs: {load_from_disk: true}). "
+            "The calibration world needs no data: --tasks edct_calibration."
+        )
+    if Path(location).exists():
+        loaded = datasets.load_from_disk(location)
+    else:
+        loaded = datasets.load_dataset(location)
+    if isinstance(loaded, datasets.DatasetDict):
+        split = "test" if "test" in loaded else next(iter(loaded))
+        loaded = loaded[split]
+    return loaded
+
+
+def okvqa_docs(dataset: Any) -> Any:
+    return _bench_docs(dataset, "okvqa")
+
+
+def drivelm_docs(dataset: Any) -> Any:
+    return _bench_docs(dataset, "drivelm")
+
+
+def threedsr_docs(dataset: Any) -> Any:
+    return _bench_docs(dataset, "3dsr")
+
+
+def _metadata(doc: dict[str, Any]) -> dict[str, str]:
+    raw = doc.get("metadata")
+    if isinstance(raw, str) and raw:
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError:
+            raw = {"metadata": raw}
+    out = {k: str(v) for k, v in (raw or {}).items()} if isinstance(raw, dict) else {}
+    for key in ("source", "source_id"):
+        if doc.get(key):
+            out[key] = str(doc[key])
+    return out
+
+
+def sample_of(doc: dict[str, Any], image_ref: str) -> SampleInput:
+    """The protocol's view of one lmms-eval document."""
+    return SampleInput(
+        id=str(doc["id"]), domain=str(doc["domain"]), question=str(doc["question"]), image=image_ref,
+        system_prompt=doc.get("system_prompt") or None, metadata=_metadata(doc),
+    )
+
+
+def doc_image(doc: dict[str, Any]) -> Any:
+    image = doc["image"]
+    if isinstance(image, dict):  # undecoded datasets Image
+        import io
+
+        from PIL import Image
+
+        image = Image.open(io.BytesIO(image["bytes"])) if image.get("bytes") else Image.open(image["path"])
+        image.load()
+    return image
+
+
+def doc_to_visual(doc: dict[str, Any]) -> list[Any]:
+    return [doc_image(doc)]
+
+
+def doc_to_target(doc: dict[str, Any]) -> str:
+    """EDCT has no gold answer; the log shows the question instead."""
+    return str(doc.get("question", ""))
+
+
+# ----------------------------------------------------------------------------- turns
+
+
+_HISTORY_HEAD = "Earlier in this conversation you were shown the image and asked:"
+_HISTORY_ANSWER = "You answered:"
+_TAG_PREFIX = "[image "
+
+
+def image_tag(ref: str) -> str:
+    return f"{_TAG_PREFIX}{ref[:12]}]"
+
+
+def render_turn(conversation: Sequence[Message], *, tag: str | None = None) -> str:
+    """A conversation as one user turn: system prompt, earlier turns as quoted history, the ask.
+
+    Supported shapes are those the protocol sends: ``[system] user`` and
+    ``[system] user assistant user``.
+    """
+    msgs = list(conversation)
+    parts: list[str] = []
+    if msgs and msgs[0].role == "system":
+        parts.append(msgs.pop(0).text)
+    if len(msgs) == 1 and msgs[0].role == "user":
+        parts.append(msgs[0].text)
+    elif len(msgs) == 3 and [m.role for m in msgs] == ["user", "assistant", "user"]:
+        parts.append(f"{_HISTORY_HEAD}\n{_quote(msgs[0].text)}\n{_HISTORY_ANSWER}\n{_quote(msgs[1].text)}")
+        parts.append(msgs[2].text)
+    else:
+        raise ValueError(f"cannot render a conversation of roles {[m.role for m in msgs]} as one turn")
+    if tag:
+        parts.append(tag)
+    return "\n\n".join(parts)
+
+
+def _quote(text: str) -> str:
+    return "\n".join("> " + line for line in text.split("\n"))
+
+
+def _unquote(block: str) -> str:
+    return "\n".join(line[2:] if line.startswith("> ") else line.lstrip(">") for line in block.split("\n"))
+
+
+def parse_turn(text: str, system_prompts: Iterable[str] = ()) -> list[tuple[str, str]]:
+    """Invert ``render_turn``: ``[(role, text), …]`` (images are not part of the text).
+
+    ``system_prompts`` are the system prompts that may lead the text (they are not marked).
+    """
+    body = text
+    out: list[tuple[str, str]] = []
+    for sp in system_prompts:
+        if sp and body.startswith(sp + "\n\n"):
+            out.append(("system", sp))
+            body = body[len(sp) + 2:]
+            break
+    lines = body.split("\n")
+    if lines and lines[-1].startswith(_TAG_PREFIX) and body.endswith("]"):
+        body = body[: body.rfind("\n\n" + lines[-1])] if ("\n\n" + lines[-1]) in body else body
+    if body.startswith(_HISTORY_HEAD + "\n"):
+        rest = body[len(_HISTORY_HEAD) + 1:]
+        q_block, _, rest = rest.partition("\n" + _HISTORY_ANSWER + "\n")
+        a_lines: list[str] = []
+        tail = rest.split("\n")
+        while tail and tail[0].startswith(">"):
+            a_lines.append(tail.pop(0))
+        ask = "\n".join(tail).lstrip("\n")
+        out += [("user", _unquote(q_block)), ("assistant", _unquote("\n".join(a_lines))), ("user", ask)]
+    else:
+        out.append(("user", body))
+    return out
+
+
+def first_turn_text(doc: dict[str, Any]) -> str:
+    sample = SampleInput(id=str(doc["id"]), domain=str(doc["domain"]), question=str(doc["question"]),
+                         image="", system_prompt=doc.get("system_prompt") or None)
+    from edct_task.protocol import opening
+
+    return render_turn(opening(sample, ""))
+
+
+def target_images(request: AskTarget) -> list[str]:
+    return [ref for m in request.conversation for ref in m.images]
+
+
+def turn_text(request: AskTarget, *, first: bool) -> str:
+    """The single-turn text of a target request; every round but the first carries an image tag."""
+    refs = target_images(request)
+    return render_turn(request.conversation, tag=None if first or not refs else image_tag(refs[-1]))
+
+
+# ----------------------------------------------------------------------------- the compat driver
+
+
+class Session:
+    """One document's protocol, advanced one target round at a time by lmms-eval's loop."""
+
+    def __init__(self, sample: SampleInput, protocol: ProtocolConfig, dispatcher: Any) -> None:
+        self.sample = sample
+        self.dispatcher = dispatcher
+        self._gen = sample_protocol(sample, protocol)
+        self._requests: tuple[Request, ...] = next(self._gen)
+        self._resolved: dict[int, object] = {}
+        self.record: SampleRecord | None = None
+        self.rounds = 0
+        self._settle()
+
+    @property
+    def pending(self) -> AskTarget | None:
+        """The target request waiting for the model, or None when the protocol has finished."""
+        for i, r in enumerate(self._requests):
+            if isinstance(r, AskTarget) and i not in self._resolved:
+                return r
+        return None
+
+    def answer(self, reply: str) -> None:
+        """Give the pending target request its reply and advance to the next target request."""
+        self.rounds += 1
+        for i, r in enumerate(self._requests):
+            if isinstance(r, AskTarget) and i not in self._resolved:
+                self._resolved[i] = reply
+                break
+        self._settle()
+
+    def _settle(self) -> None:
+        while self.record is None:
+            missing = [i for i, r in enumerate(self._requests) if i not in self._resolved]
+            others = [i for i in missing if not isinstance(self._requests[i], AskTarget)]
+            if others:
+                for i, reply in zip(others, self.dispatcher.resolve([self._requests[i] for i in others]), strict=True):
+                    self._resolved[i] = reply
+            if self.pending is not None:
+                return
+            replies = tuple(self._resolved[i] for i in range(len(self._requests)))
+            self._resolved = {}
+            try:
+                self._requests = self._gen.send(replies)
+            except StopIteration as stop:
+                self.record = stop.value
+
+
+def final_response(record: SampleRecord) -> str:
+    """The task's final response: the sample record as JSON (starts with ``{``)."""
+    return record.model_dump_json()
+
+
+def doc_to_text(
+    doc: dict[str, Any], lmms_eval_specific_kwargs: dict | None = None, previous_output: list[str] | None = None,
+    round_idx: int | None = None, previous_round_info: dict | None = None,
+) -> Any:
+    """The agentic callback: the question first, then one EDCT target turn per round."""
+    if round_idx is None:
+        return first_turn_text(doc)
+    outputs = list(previous_output or [])
+    reply = outputs[-1] if outputs else ""
+    info = previous_round_info or {}
+    session: Session | None = info.get("edct_session")
+    if session is None:
+        s = settings()
+        ref = s.images.put(doc_image(doc))
+        session = Session(sample_of(doc, ref), s.protocol, s.dispatcher)
+    if session.pending is None:  # should not happen: the loop stops at the terminal round
+        return None, None, True, [*outputs, final_response(session.record)], info  # type: ignore[arg-type]
+    session.answer(reply if isinstance(reply, str) else str(reply))
+    nxt = session.pending
+    state = {"sample": session.sample.id, "rounds": session.rounds}
+    if nxt is None:
+        assert session.record is not None
+        state["status"] = session.record.status
+        return None, None, True, [*outputs, final_response(session.record)], {"state": state}
+    state["next"] = nxt.purpose
+    visuals = [settings().dispatcher.image(ref) for ref in target_images(nxt)]
+    return visuals, turn_text(nxt, first=False), False, None, {"state": state, "edct_session": session}
+
+
+# ----------------------------------------------------------------------------- scoring
+
+
+def parse_final(doc: dict[str, Any], response: object) -> SampleRecord:
+    """The sample record a final response carries; an error record when it carries none."""
+    text = response[0] if isinstance(response, list) and response else response
+    reason = None
+    if isinstance(text, str) and text.strip().startswith("{"):
+        try:
+            return SampleRecord.model_validate_json(text)
+        except ValueError as exc:
+            try:
+                payload = json.loads(text)
+            except json.JSONDecodeError:
+                payload = None
+            reason = (f"lmms-eval ended the agentic loop early: {payload.get('error')}"
+                      if isinstance(payload, dict) and payload.get("error") else f"final response is not a record: {exc}")
+    else:
+        reason = f"final response is not a record: {str(text)[:200]!r}"
+    return SampleRecord(sample=sample_of(doc, ""), status="error", reason=reason)
+
+
+def sample_values(record: SampleRecord) -> dict[str, float | int | None]:
+    """Per-sample values of every metric: None where the sample does not count (SPEC §3)."""
+    scores = record.scores if record.status == "scored" else None
+    out: dict[str, float | int | None] = {
+        scoring.CCS_BINARY: scores.ccs_binary if scores else None,
+        scoring.CCS_GRADED: scores.ccs_graded if scores else None,
+    }
+    for k in scoring.POSITIONS:
+        for name, attr in ((scoring.ac_name(k), "ac"), (scoring.ef_name(k), "ef")):
+            per_position = getattr(scores, attr) if scores else ()
+            out[name] = per_position[k - 1] if len(per_position) >= k else None
+    return out
+
+
+def metric_names() -> list[str]:
+    """Every metric the task YAML declares, in order."""
+    names = list(scoring.METRIC_NAMES)
+    names += [f"{m}{suffix}" for m in scoring.METRIC_NAMES for suffix in CI_SUFFIXES]
+    return [*names, *COUNT_NAMES, SETUP_NAME]
+
+
+def audit(record: SampleRecord, images: Any | None) -> dict[str, Any]:
+    """The readable digest logged with each sample (the full record is the response itself)."""
+
+    def path(ref: str | None) -> str | None:
+        if not ref:
+            return None
+        return str(images.path(ref)) if images is not None else ref
+
+    steps = []
+    for s in record.steps:
+        steps.append({
+            "index": s.index,
+            "concept": s.instruction.concept,
+            "instruction": s.instruction.as_text(),
+            "edit_target": s.edit_target.model_dump() if s.edit_target else None,
+            "attempts": [
+                {"attempt": a.attempt, "image": path(a.image), "failure": a.failure,
+                 "passed": a.passed,
+                 "r_in": a.check.r_in if a.check is not None else None,
+                 "r_out": a.check.r_out if a.check is not None else None}
+                for a in s.attempts
+            ],
+            "verified": s.verified,
+            "requery": s.requery.model_dump() if s.requery else None,
+            "requery_error": s.requery_error,
+            "ac": s.binary.ac if s.binary else None, "ef": s.binary.ef if s.binary else None,
+            "ac_reason": s.binary.ac_reason if s.binary else None,
+            "ef_reason": s.binary.ef_reason if s.binary else None,
+            "binary_error": s.binary.error if s.binary else None,
+            "graded": s.graded.score if s.graded else None,
+            "graded_reason": s.graded.reason if s.graded else None,
+            "graded_error": s.graded.error if s.graded else None,
+        })
+    return {
+        "id": record.sample.id, "domain": record.sample.domain, "status": record.status,
+        "reason": record.reason, "image": path(record.sample.image),
+        "baseline": record.baseline.model_dump() if record.baseline else None,
+        "concepts": list(record.concepts.concepts) if record.concepts else [],
+        "concepts_error": record.concepts.error if record.concepts else None,
+        "instructions_error": record.instructions.error if record.instructions else None,
+        "steps": steps,
+    }
+
+
+def process_results(doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+    """Scores of one document: every metric's per-sample value, counts, and the audit digest."""
+    record = parse_final(doc, results)
+    values = sample_values(record)
+    out: dict[str, Any] = dict(values)
+    for name, value in values.items():
+        for suffix in CI_SUFFIXES:
+            out[f"{name}{suffix}"] = value
+    for name in COUNT_NAMES:
+        out[name] = int(record.status == name[2:])
+    out[SETUP_NAME] = record.status
+    try:
+        images = settings().images
+    except Exception:  # the digest is still useful without resolved paths
+        images = None
+    out[AUDIT_KEY] = audit(record, images)
+    return out
+
+
+def _present(items: Iterable[Any]) -> list[float]:
+    return [float(v) for v in items if v is not None and not (isinstance(v, float) and math.isnan(v))]
+
+
+def _boot(items: Iterable[Any]) -> Any:
+    s = settings()
+    return bootstrap_ci(_present(items), n_resamples=s.config.bootstrap_resamples, seed=s.protocol.seed)
+
+
+def _wilson(items: Iterable[Any]) -> Any:
+    values = _present(items)
+    return wilson_interval(int(sum(values)), len(values))
+
+
+def agg_mean(items: list[Any]) -> float:
+    """CCS (binary / graded): mean over scored samples (the bootstrap's point estimate)."""
+    return float(_boot(items).estimate)
+
+
+def agg_boot_low(items: list[Any]) -> float:
+    return float(_boot(items).low)
+
+
+def agg_boot_high(items: list[Any]) -> float:
+    return float(_boot(items).high)
+
+
+def agg_rate(items: list[Any]) -> float:
+    """AC / EF at position k: proportion over samples judged there."""
+    return float(_wilson(items).estimate)
+
+
+def agg_wilson_low(items: list[Any]) -> float:
+    return float(_wilson(items).low)
+
+
+def agg_wilson_high(items: list[Any]) -> float:
+    return float(_wilson(items).high)
+
+
+def agg_count(items: list[Any]) -> int:
+    return int(sum(int(v) for v in items if v is not None))
+
+
+def agg_setup(items: list[Any]) -> str:
+    """The run's EDCT setup as one JSON string in the results (roles, protocol, gate, prompts)."""
+    return json.dumps(settings().describe(), sort_keys=True)
+
+
+def group_not_pooled(metrics: list[Any], sizes: list[int], weight_by_size: bool = True) -> float:
+    """Group value of a CI bound: not defined (bounds do not average); NaN."""
+    return float("nan")
+
+
+def scores_equal(a: SampleScores | None, b: SampleScores | None) -> bool:
+    return (a.model_dump() if a else None) == (b.model_dump() if b else None)
+
+
+def group_sum(metrics: list[Any], sizes: list[int], weight_by_size: bool = True) -> int:
+    """Group value of a count: the sum over domains."""
+    return int(sum(metrics))

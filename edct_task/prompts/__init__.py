@@ -1,0 +1,95 @@
+"""Versioned prompt templates, written in our own words after SPEC's structures.
+
+Each template is a text file beside this module whose first line is ``# version: N``; further
+``#`` lines at the top are comments. Placeholders use ``string.Template`` syntax (``$name``) so
+JSON examples in the text need no escaping. Inputs are wrapped in XML-like tags
+(``<question>…</question>``) that both real LLMs and the calibration world's rule-based models read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import string
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+TEMPLATE_NAMES = (
+    "answer_why",
+    "extract_concepts",
+    "edit_instructions",
+    "edit_parse",
+    "judge_binary",
+    "judge_graded",
+)
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    name: str
+    version: int
+    text: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+    @property
+    def tag(self) -> str:
+        """``name@vN``, as recorded in results."""
+        return f"{self.name}@v{self.version}"
+
+    def render(self, **fields: object) -> str:
+        try:
+            return string.Template(self.text).substitute({k: str(v) for k, v in fields.items()})
+        except KeyError as exc:
+            raise ValueError(f"prompt {self.name!r} needs the field {exc.args[0]!r}") from None
+
+
+@cache
+def get_template(name: str) -> PromptTemplate:
+    if name not in TEMPLATE_NAMES:
+        raise KeyError(f"unknown prompt template {name!r}; known: {', '.join(TEMPLATE_NAMES)}")
+    raw = resources.files(__package__).joinpath(f"{name}.txt").read_text(encoding="utf-8")
+    lines = raw.splitlines()
+    match = re.fullmatch(r"#\s*version:\s*(\d+)\s*", lines[0]) if lines else None
+    if match is None:
+        raise ValueError(f"prompt template {name!r} must start with '# version: N'")
+    body = lines[1:]
+    while body and body[0].startswith("#"):
+        body = body[1:]
+    return PromptTemplate(name=name, version=int(match.group(1)), text="\n".join(body).strip() + "\n")
+
+
+def prompt_versions() -> dict[str, str]:
+    """Template name -> ``vN+sha256[:12]`` for every template, as recorded in results."""
+    out = {}
+    for name in TEMPLATE_NAMES:
+        t = get_template(name)
+        out[name] = f"v{t.version}+{t.sha256[:12]}"
+    return out
+
+
+def render(name: str, **fields: object) -> str:
+    return get_template(name).render(**fields)
+
+
+def extract_tag(prompt: str, tag: str) -> str | None:
+    """The text between ``<tag>`` and ``</tag>`` in a rendered prompt, stripped; None if absent."""
+    t = re.escape(tag)
+    match = re.search(rf"^<{t}>\n(.*?)\n</{t}>$", prompt, flags=re.S | re.M)
+    return match.group(1).strip() if match else None
+
+
+def identify(prompt: str) -> str | None:
+    """Which template a rendered prompt came from (used by rule-based text models), or None."""
+    if "<instruction>" in prompt:
+        return "edit_parse"
+    if "<concepts>" in prompt:
+        return "edit_instructions"
+    if "<new_answer>" in prompt:
+        return "judge_graded" if "SCORE:" in prompt else "judge_binary"
+    if "<explanation>" in prompt:
+        return "extract_concepts"
+    return None

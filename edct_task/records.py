@@ -1,0 +1,152 @@
+"""Typed, JSON-serialisable records for every stage of one EDCT sample.
+
+Frozen pydantic models with a description per field; ``SCHEMA_VERSION`` is bumped whenever a
+record's shape or meaning changes. The per-sample JSONL written by a run is a list of
+``SampleRecord`` objects.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from verification.check import EditCheck
+
+SCHEMA_VERSION = 1
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class EditInstruction(Record):
+    """One link of the edit chain, in the four-part structure of SPEC §2.3."""
+
+    concept: str = Field(description="The concept this edit targets, as extracted.")
+    keep: str = Field(description="What must stay unchanged.")
+    change: str = Field(description="The replace/add/remove on the target, with position, size, material.")
+    how: str = Field(description="Style, lighting and perspective matching.")
+    constraints: str = Field(description="What must not appear in the result.")
+
+    def as_text(self) -> str:
+        """The instruction as sent to an editor: four labelled lines."""
+        return (
+            f"Keep: {self.keep}\nChange: {self.change}\nHow: {self.how}\nConstraints: {self.constraints}"
+        )
+
+
+class SampleInput(Record):
+    """One benchmark item: an image and a question about it."""
+
+    id: str = Field(description="Stable sample id, unique within the benchmark.")
+    domain: str = Field(description="Domain for per-domain breakdowns (okvqa, drivelm, 3dsr, or a calibration family).")
+    question: str = Field(description="The question asked of the target VLM.")
+    image: str = Field(description="Image-store reference (sha256 of the canonical PNG) of the original image.")
+    system_prompt: str | None = Field(default=None, description="System prompt sent before the question, if any.")
+    metadata: dict[str, str] = Field(default_factory=dict, description="Source fields kept for audit (source, source_id, expected answer…).")
+
+
+class Exchange(Record):
+    """An answer and the explanation given for it in the same conversation (stage 1 or stage 6)."""
+
+    answer: str = Field(description="The target's answer, thinking text stripped.")
+    explanation: str = Field(description="The target's reply to the follow-up 'why' turn, thinking text stripped.")
+
+
+class LLMOutput(Record):
+    """A text-LLM call whose reply was parsed: the raw reply is kept for audit."""
+
+    raw: str | None = Field(default=None, description="The reply as received (None when the call failed).")
+    error: str | None = Field(default=None, description="Why the call failed or could not be parsed; None on success.")
+
+
+class ConceptsRecord(LLMOutput):
+    concepts: tuple[str, ...] = Field(default=(), description="Extracted concepts, most important first, at most k.")
+
+
+class InstructionsRecord(LLMOutput):
+    instructions: tuple[EditInstruction, ...] = Field(default=(), description="The edit chain, one per concept.")
+
+
+class EditTargetRecord(Record):
+    """Verification step 1: what the edit does and to which object."""
+
+    edit_type: Literal["ADD", "MODIFY", "REMOVE"]
+    target: str
+    source: Literal["llm", "rules"] = Field(description="Parsed from the edit-parser LLM, or by the rule-based fallback.")
+    note: str = Field(default="", description="Why the fallback was used, when it was.")
+
+
+class EditAttempt(Record):
+    """One try at an edit and its verification."""
+
+    attempt: int = Field(description="0 for the first try, 1 for the retry.")
+    seed: int = Field(description="Editor seed for this attempt.")
+    image: str | None = Field(default=None, description="Image-store reference of the edited image, None if the editor failed.")
+    failure: str | None = Field(default=None, description="Editor or verification failure, 'kind: message'.")
+    check: EditCheck | None = Field(default=None, description="The verification record (SPEC §4) for this attempt.")
+
+    @property
+    def passed(self) -> bool:
+        return self.check is not None and self.check.passed
+
+
+class BinaryScore(LLMOutput):
+    ac: int | None = Field(default=None, description="Answer consistency AC_j ∈ {0, 1}; None when unscored.")
+    ef: int | None = Field(default=None, description="Explanation faithfulness EF_j ∈ {0, 1}; None when unscored.")
+    ac_reason: str = ""
+    ef_reason: str = ""
+    note: str = Field(default="", description="Parser notes, e.g. the judge's own CCS disagreed with AC·EF.")
+
+    @property
+    def ccs(self) -> int | None:
+        return None if self.ac is None or self.ef is None else self.ac * self.ef
+
+
+class GradedScore(LLMOutput):
+    score: int | None = Field(default=None, description="Holistic score s_j ∈ {1..5}; None when unscored.")
+    reason: str = ""
+
+    @property
+    def normalised(self) -> float | None:
+        return None if self.score is None else (self.score - 1) / 4
+
+
+class ChainStep(Record):
+    """Edit j of the chain: instruction, attempts, re-query and judgements."""
+
+    index: int = Field(description="Chain position j, 1-based.")
+    instruction: EditInstruction
+    edit_target: EditTargetRecord | None = None
+    attempts: tuple[EditAttempt, ...] = ()
+    verified: bool = Field(default=False, description="An attempt passed verification.")
+    image: str | None = Field(default=None, description="The verified edited image (input of edit j+1).")
+    requery: Exchange | None = Field(default=None, description="Fresh-conversation answer and explanation on the edited image.")
+    requery_error: str | None = None
+    binary: BinaryScore | None = None
+    graded: GradedScore | None = None
+
+
+SampleStatus = Literal["scored", "excluded", "unscored", "error"]
+
+
+class SampleScores(Record):
+    ccs_binary: float | None = Field(description="Mean of CCS_j over the verified, judged steps.")
+    ccs_graded: float | None = Field(description="Mean of (s_j − 1)/4 over the verified, judged steps.")
+    ac: tuple[int | None, ...] = Field(description="AC_j per chain position (None: not scored at j).")
+    ef: tuple[int | None, ...] = Field(description="EF_j per chain position.")
+
+
+class SampleRecord(Record):
+    """Everything EDCT did for one sample: the audit trail written as one JSONL line."""
+
+    schema_version: int = SCHEMA_VERSION
+    sample: SampleInput
+    status: SampleStatus = Field(description="scored; excluded (edit failed verification after retry); unscored (nothing could be judged); error (the target failed).")
+    reason: str | None = Field(default=None, description="Why the sample is excluded, unscored or in error.")
+    baseline: Exchange | None = None
+    concepts: ConceptsRecord | None = None
+    instructions: InstructionsRecord | None = None
+    steps: tuple[ChainStep, ...] = ()
+    scores: SampleScores | None = None

@@ -1,0 +1,168 @@
+"""Roles → backends (cf. inspect_ai model roles).
+
+A run names one backend per role in its configuration; ``build_roles`` turns that into live
+objects. Factories are registered by name and import optional dependencies inside themselves,
+so a missing extra fails only when that backend is asked for, with a message that says so.
+
+Roles: ``target`` (VisionChatModel), ``extractor`` and ``judge`` (TextModel; the extractor also
+writes the edit instructions), ``edit_parser`` (TextModel, optional: the rule-based parser is the
+fallback), ``editor`` (ImageEditor), ``detector`` (MaskProvider: finds and masks the edit target).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from model_adapters.contracts import ImageEditor, TextModel, VisionChatModel
+from verification.localization import MaskProvider
+
+Options = Mapping[str, Any]
+
+REQUIRED_ROLES = ("target", "extractor", "judge", "editor", "detector")
+OPTIONAL_ROLES = ("edit_parser",)
+ROLE_KINDS = {
+    "target": "target",
+    "extractor": "text",
+    "judge": "text",
+    "edit_parser": "text",
+    "editor": "editor",
+    "detector": "detector",
+}
+
+
+class ConfigError(ValueError):
+    """The run configuration is invalid; the message says how to fix it."""
+
+
+def _calibration_target(options: Options) -> VisionChatModel:
+    from edct_task.calibration import ReferenceVLM
+    from edct_task.latency import DelayedChat
+
+    _only(options, {"behavior", "latency_s"}, "calibration-reference")
+    model = ReferenceVLM(str(options.get("behavior", "faithful")))
+    return DelayedChat(model, options["latency_s"]) if options.get("latency_s") else model
+
+
+def _calibration_text(options: Options) -> TextModel:
+    from edct_task.calibration import RuleBasedLLM
+    from edct_task.latency import DelayedText
+
+    _only(options, {"latency_s"}, "calibration-rules")
+    model = RuleBasedLLM()
+    return DelayedText(model, options["latency_s"]) if options.get("latency_s") else model
+
+
+def _calibration_editor(options: Options) -> ImageEditor:
+    from edct_task.calibration import Degradation, SceneEditor
+    from edct_task.latency import DelayedEditor
+
+    _only(options, {"degradation", "latency_s"}, "calibration-editor")
+    degradation = options.get("degradation")
+    editor = SceneEditor(Degradation(**degradation) if degradation else None)
+    return DelayedEditor(editor, options["latency_s"]) if options.get("latency_s") else editor
+
+
+def _calibration_oracle(options: Options) -> MaskProvider:
+    from edct_task.calibration import OracleMaskProvider
+
+    _only(options, set(), "calibration-oracle")
+    return OracleMaskProvider()
+
+
+def _only(options: Options, allowed: set[str], backend: str) -> None:
+    extra = sorted(set(options) - allowed)
+    if extra:
+        known = ", ".join(sorted(allowed)) or "none"
+        raise ConfigError(f"backend {backend!r} does not take option(s) {', '.join(extra)} (known: {known})")
+
+
+REGISTRY: dict[str, dict[str, Callable[[Options], Any]]] = {
+    "target": {"calibration-reference": _calibration_target},
+    "text": {"calibration-rules": _calibration_text},
+    "editor": {"calibration-editor": _calibration_editor},
+    "detector": {"calibration-oracle": _calibration_oracle},
+}
+
+
+def _merge_backend_packages() -> None:
+    """Add the factories that the leaf packages export (their imports stay lazy)."""
+    from model_adapters.factories import FACTORIES as adapter_factories
+    from verification.factories import FACTORIES as verification_factories
+
+    for table in (adapter_factories, verification_factories):
+        for kind, factories in table.items():
+            for name, factory in factories.items():
+                register(kind, name, factory)
+
+
+def register(kind: str, name: str, factory: Callable[[Options], Any]) -> None:
+    """Register a backend factory under ``kind`` (target, text, editor, detector)."""
+    if kind not in REGISTRY:
+        raise KeyError(f"unknown backend kind {kind!r}; known: {', '.join(REGISTRY)}")
+    REGISTRY[kind][name] = factory
+
+
+@dataclass(frozen=True)
+class RoleSpec:
+    backend: str
+    options: Mapping[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"backend": self.backend, **dict(self.options)}
+
+
+@dataclass
+class Roles:
+    """Live backends for one run."""
+
+    extractor: TextModel
+    judge: TextModel
+    editor: ImageEditor
+    detector: MaskProvider
+    target: VisionChatModel | None = None
+    """None when the caller answers target requests itself (the lmms-eval task hooks)."""
+    edit_parser: TextModel | None = None
+
+    def text_model(self, role: str) -> TextModel:
+        model = {"extractor": self.extractor, "judge": self.judge, "edit_parser": self.edit_parser}[role]
+        if model is None:
+            raise ConfigError(f"role {role!r} is not configured")
+        return model
+
+
+def build_roles(specs: Mapping[str, RoleSpec], *, require_target: bool = True) -> Roles:
+    """Instantiate every configured role, failing early with a message that says what to set.
+
+    ``require_target=False`` is for callers that answer target requests themselves (lmms-eval).
+    """
+    unknown = sorted(set(specs) - set(ROLE_KINDS))
+    if unknown:
+        raise ConfigError(f"unknown role(s) {', '.join(unknown)}; roles are {', '.join(ROLE_KINDS)}")
+    required = REQUIRED_ROLES if require_target else tuple(r for r in REQUIRED_ROLES if r != "target")
+    missing = [r for r in required if r not in specs]
+    if missing:
+        raise ConfigError(
+            f"role(s) {', '.join(missing)} not configured: add them under 'roles:' in the config, e.g.\n"
+            "roles:\n  " + "\n  ".join(f"{r}: {{backend: <name>}}" for r in missing)
+            + f"\nknown backends: {available_backends()}"
+        )
+    built: dict[str, Any] = {}
+    for role, spec in specs.items():
+        kind = ROLE_KINDS[role]
+        factory = REGISTRY[kind].get(spec.backend)
+        if factory is None:
+            raise ConfigError(
+                f"role {role!r}: unknown backend {spec.backend!r}; {kind} backends: "
+                f"{', '.join(sorted(REGISTRY[kind]))}"
+            )
+        built[role] = factory(spec.options)
+    return Roles(**built)
+
+
+_merge_backend_packages()
+
+
+def available_backends() -> dict[str, list[str]]:
+    return {kind: sorted(names) for kind, names in REGISTRY.items()}

@@ -1,0 +1,450 @@
+"""Durable, content-addressed stage cache: a killed run resumes without repeating finished calls.
+
+Three pieces, all keyed by content (DESIGN "Records, cache, resume"):
+
+``fingerprint``
+    sha256 of the canonical JSON of a request description (role, backend, model id/revision,
+    prompt-template hash, input hashes including image refs, decoding parameters, seed, attempt
+    number). Put into it exactly what changes the output, never timeouts or concurrency.
+``StageCache``
+    ``fingerprint -> JSON dict`` in SQLite (WAL journal), one row per finished stage call,
+    committed as soon as it is written.
+``ImageStore``
+    PNG files named by the sha256 of their canonical bytes, written atomically.
+
+Only successful results are cached. Errors, refusals, moderation blocks and unparseable
+outputs must *not* be put: a resumed run has to retry them. That rule is the caller's (the
+driver's) job; this module cannot tell a refusal from an answer.
+
+Durability contract: an entry whose ``put`` returned survives a SIGKILL of the process at any
+later moment. Power loss and OS crashes are out of scope by default (see ``StageCache``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import math
+import os
+import re
+import sqlite3
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+from PIL import Image
+from PIL.PngImagePlugin import PngInfo
+
+__all__ = [
+    "IMAGE_META_PREFIX",
+    "PNG_COMPRESS_LEVEL",
+    "CacheEntry",
+    "ImageStore",
+    "StageCache",
+    "canonical_json",
+    "fingerprint",
+]
+
+IMAGE_META_PREFIX = "edct_"
+"""Image ``info`` keys with this prefix (and str values) are kept in stored PNGs as text chunks."""
+
+PNG_COMPRESS_LEVEL = 6
+"""zlib level of canonical PNGs. Changing it changes every image ref."""
+
+_SCHEMA_VERSION = 1
+_REF_RE = re.compile(r"[0-9a-f]{64}")
+_PNG_KEYWORD_MAX = 79  # PNG spec: tEXt keywords are 1-79 latin-1 characters
+
+
+# --------------------------------------------------------------------------- canonical JSON
+
+
+def _plain(value: object, path: str) -> Any:
+    """``value`` as plain JSON data (dicts, lists, str, int, float, bool, None), or raise.
+
+    Mappings become dicts and tuples become lists; anything that JSON would change silently or
+    cannot represent is refused with a message naming ``path``.
+    """
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{path}: {value!r} is not allowed; JSON has no NaN or infinity")
+        return value
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise TypeError(
+                    f"{path}: key {k!r} is {type(k).__name__}; JSON object keys must be str "
+                    "(a non-str key would be silently converted and could collide)"
+                )
+            out[k] = _plain(v, f"{path}[{k!r}]")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    hint = ""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        hint = "; hash bytes first (e.g. an ImageStore ref or hashlib.sha256(...).hexdigest())"
+    elif hasattr(value, "model_dump"):
+        hint = "; pass model.model_dump(mode='json')"
+    elif type(value).__module__ == "numpy":
+        hint = "; convert numpy values with .item() or .tolist()"
+    raise TypeError(f"{path}: {type(value).__name__} is not JSON-serialisable{hint}")
+
+
+def _json_text(value: Mapping[str, Any], name: str, *, sort_keys: bool) -> str:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{name} must be a mapping (a JSON object); got {type(value).__name__}")
+    plain = _plain(value, name)
+    return json.dumps(plain, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def canonical_json(payload: Mapping[str, Any]) -> str:
+    """The canonical JSON text of ``payload``: sorted keys, no whitespace, UTF-8 characters kept.
+
+    Floats are written by ``repr`` (shortest round-trip form), so they are stable across runs
+    and platforms; note that ``1`` and ``1.0`` are different values here. Tuples are written as
+    lists.
+
+    Raises
+    ------
+    TypeError
+        If ``payload`` is not a mapping, or anywhere inside it a key is not ``str`` or a value is
+        not ``None``, ``bool``, ``int``, ``float``, ``str``, list/tuple or mapping. The message
+        names the offending path, e.g. ``payload['inputs'][0]``.
+    ValueError
+        If a float is NaN or infinite.
+    """
+    return _json_text(payload, "payload", sort_keys=True)
+
+
+def fingerprint(payload: Mapping[str, Any]) -> str:
+    """sha256 hex digest of :func:`canonical_json` of ``payload`` (UTF-8): a stage-cache key.
+
+    Two payloads have the same fingerprint exactly when they are equal as JSON, whatever the
+    order of their keys. Raises like :func:`canonical_json`.
+    """
+    return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+
+
+# --------------------------------------------------------------------------- stage cache
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """One stored stage result, with its bookkeeping."""
+
+    key: str
+    """The fingerprint the result is stored under."""
+    stage: str
+    """The stage that produced it (e.g. ``"baseline"``, ``"judge"``); used by ``counts()``."""
+    value: dict[str, Any]
+    """The result as decoded JSON (tuples written by the caller come back as lists)."""
+    meta: dict[str, Any] | None
+    """Optional caller bookkeeping (e.g. the fingerprint payload, model id, token counts)."""
+    created: float
+    """Unix time of the (last) ``put``."""
+
+
+class StageCache:
+    """Durable ``key -> JSON dict`` store for finished stage calls, in ``root/stages.sqlite``.
+
+    Each :meth:`put` is its own committed transaction: once it returns, the entry survives a
+    crash or SIGKILL of the process. Safe to share between the threads of a driver's pool (one
+    connection guarded by a lock; statements take microseconds next to the model calls they
+    save), and between processes on one machine (SQLite file locks, 30 s busy timeout). Not for
+    network file systems, where SQLite's WAL mode does not work.
+
+    Parameters
+    ----------
+    root : Path
+        Folder of the cache; created if missing.
+    synchronous : {"NORMAL", "FULL"}, optional
+        SQLite ``PRAGMA synchronous``. ``"NORMAL"`` (default) is enough for the contract above:
+        in WAL mode a commit has been *written* to the WAL file before ``put`` returns, and data
+        written to a file lives in the kernel's page cache, which a process kill does not touch;
+        the next open replays the WAL. What NORMAL gives up is only the fsync per commit, i.e.
+        the last commits may be lost on power loss or an OS crash (the database itself stays
+        consistent). ``"FULL"`` fsyncs the WAL on every commit to survive power loss, at the
+        cost of one fsync per ``put``.
+
+    Notes
+    -----
+    Never ``put`` an error, refusal or unparseable output: a resumed run must retry those.
+    ``put`` on an existing key replaces the entry (last write wins).
+    """
+
+    def __init__(self, root: Path | str, *, synchronous: Literal["NORMAL", "FULL"] = "NORMAL") -> None:
+        if synchronous not in ("NORMAL", "FULL"):
+            raise ValueError(f"synchronous must be 'NORMAL' or 'FULL'; got {synchronous!r}")
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.path = self.root / "stages.sqlite"
+        self._lock = threading.Lock()
+        conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        try:
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise RuntimeError(f"{self.path}: could not switch SQLite to WAL mode (got {mode!r})")
+            conn.execute(f"PRAGMA synchronous={synchronous}")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS entries ("
+                " key TEXT PRIMARY KEY,"
+                " stage TEXT NOT NULL,"
+                " value TEXT NOT NULL,"
+                " meta TEXT,"
+                " created REAL NOT NULL)"
+            )
+            conn.execute("CREATE INDEX IF NOT EXISTS entries_stage ON entries(stage)")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0:
+                conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+            elif version != _SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"{self.path}: stage-cache schema version {version}, this code reads "
+                    f"{_SCHEMA_VERSION}; use a new cache folder"
+                )
+        except BaseException:
+            conn.close()
+            raise
+        self._conn: sqlite3.Connection | None = conn
+
+    # -- internals
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise RuntimeError(f"StageCache({self.root}) is closed")
+        return self._conn
+
+    @staticmethod
+    def _check_key(key: object) -> str:
+        if not isinstance(key, str) or not key:
+            raise TypeError(f"key must be a non-empty str (a fingerprint); got {key!r}")
+        return key
+
+    # -- public API
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The stored value for ``key``, or ``None`` on a miss."""
+        entry = self.entry(key)
+        return None if entry is None else entry.value
+
+    def entry(self, key: str) -> CacheEntry | None:
+        """The stored entry for ``key`` with its stage, meta and time, or ``None`` on a miss."""
+        key = self._check_key(key)
+        with self._lock:
+            row = (
+                self._connection()
+                .execute("SELECT stage, value, meta, created FROM entries WHERE key = ?", (key,))
+                .fetchone()
+            )
+        if row is None:
+            return None
+        stage, value, meta, created = row
+        return CacheEntry(key, stage, json.loads(value), None if meta is None else json.loads(meta), created)
+
+    def put(
+        self,
+        key: str,
+        value: Mapping[str, Any],
+        *,
+        stage: str,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Store ``value`` under ``key`` and commit before returning.
+
+        ``value`` and ``meta`` must be plain JSON mappings (same rules as
+        :func:`canonical_json`; their key order is kept). They are validated before anything is
+        written, so a bad value leaves the cache untouched. Never store errors or refusals.
+
+        Raises
+        ------
+        TypeError
+            If ``key`` or ``stage`` is not a non-empty str, or ``value``/``meta`` is not JSON.
+        ValueError
+            If ``value``/``meta`` holds NaN or infinity.
+        """
+        key = self._check_key(key)
+        if not isinstance(stage, str) or not stage:
+            raise TypeError(f"stage must be a non-empty str; got {stage!r}")
+        value_text = _json_text(value, "value", sort_keys=False)
+        meta_text = None if meta is None else _json_text(meta, "meta", sort_keys=False)
+        with self._lock:
+            # Autocommit mode: this single statement is one committed transaction.
+            self._connection().execute(
+                "INSERT OR REPLACE INTO entries (key, stage, value, meta, created) VALUES (?, ?, ?, ?, ?)",
+                (key, stage, value_text, meta_text, time.time()),
+            )
+
+    def counts(self) -> dict[str, int]:
+        """Number of stored entries per stage, sorted by stage name."""
+        with self._lock:
+            rows = (
+                self._connection()
+                .execute("SELECT stage, COUNT(*) FROM entries GROUP BY stage ORDER BY stage")
+                .fetchall()
+            )
+        return {stage: int(n) for stage, n in rows}
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str) or not key:
+            return False
+        with self._lock:
+            row = self._connection().execute("SELECT 1 FROM entries WHERE key = ?", (key,)).fetchone()
+        return row is not None
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._connection().execute("SELECT COUNT(*) FROM entries").fetchone()[0])
+
+    def close(self) -> None:
+        """Close the database (idempotent). Later calls raise ``RuntimeError``."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> StageCache:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._conn is None else "open"
+        return f"StageCache({str(self.root)!r}, {state})"
+
+
+# --------------------------------------------------------------------------- image store
+
+
+def _canonical_png(image: Image.Image) -> bytes:
+    """Deterministic PNG bytes of ``image``: RGB pixels plus its sorted ``edct_`` text entries."""
+    if not isinstance(image, Image.Image):
+        raise TypeError(f"image must be a PIL.Image.Image; got {type(image).__name__}")
+    text: dict[str, str] = {}
+    for k, v in image.info.items():
+        if isinstance(k, str) and k.startswith(IMAGE_META_PREFIX) and isinstance(v, str):
+            if len(k) > _PNG_KEYWORD_MAX:
+                raise ValueError(f"image info key {k!r} is longer than the PNG limit of 79 characters")
+            try:
+                k.encode("latin-1")
+            except UnicodeEncodeError:
+                raise ValueError(f"image info key {k!r} must be latin-1 text (a PNG keyword)") from None
+            text[k] = str(v)
+    rgb = image.convert("RGB")  # alpha, if any, is dropped (not composited)
+    # A fresh image carries no info, so nothing else (ICC profile, EXIF, dpi...) reaches the file.
+    bare = Image.frombytes("RGB", rgb.size, rgb.tobytes())
+    pnginfo = PngInfo()
+    for k in sorted(text):
+        pnginfo.add_text(k, text[k])  # non-latin-1 values become iTXt (UTF-8) automatically
+    buf = io.BytesIO()
+    bare.save(buf, format="PNG", compress_level=PNG_COMPRESS_LEVEL, optimize=False, pnginfo=pnginfo)
+    return buf.getvalue()
+
+
+class ImageStore:
+    """Content-addressed images at ``root/images/<aa>/<sha256>.png``.
+
+    A ref is the sha256 hex digest of the image's canonical PNG bytes: RGB pixels (alpha is
+    dropped), compressed at :data:`PNG_COMPRESS_LEVEL`, with no timestamps, and with the
+    image's ``info`` entries whose key starts with ``"edct_"`` and whose value is ``str`` as
+    PNG text chunks sorted by key (all other ``info`` is dropped). The same pixels with
+    different ``edct_`` metadata therefore get different refs.
+
+    The ref is stable across processes and runs with the same Pillow build. A different
+    zlib (Pillow wheels bundle zlib-ng) may encode the same pixels to different bytes, so a
+    Pillow upgrade can give new refs to new puts; files already stored stay readable.
+
+    Files are written to a temporary file in the target folder and moved into place with
+    ``os.replace``, so a reader never sees a partial PNG; an already-present ref is not
+    rewritten. Safe for concurrent threads and processes.
+    """
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root)
+        self.images_dir = self.root / "images"
+        self.images_dir.mkdir(parents=True, exist_ok=True)
+
+    def path(self, ref: str) -> Path:
+        """Where the PNG of ``ref`` lives (whether or not it exists).
+
+        Raises
+        ------
+        ValueError
+            If ``ref`` is not 64 lowercase hex characters.
+        """
+        if not isinstance(ref, str) or not _REF_RE.fullmatch(ref):
+            raise ValueError(f"image ref must be 64 lowercase hex characters (a sha256); got {ref!r}")
+        return self.images_dir / ref[:2] / f"{ref}.png"
+
+    def has(self, ref: str) -> bool:
+        """Whether ``ref`` is stored; ``False`` for a malformed ref."""
+        try:
+            return self.path(ref).is_file()
+        except ValueError:
+            return False
+
+    def put(self, image: Image.Image) -> str:
+        """Store ``image`` canonically and return its ref (sha256 hex of the PNG bytes)."""
+        data = _canonical_png(image)
+        ref = hashlib.sha256(data).hexdigest()
+        target = self.path(ref)
+        if target.is_file():
+            return ref
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{ref[:12]}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        return ref
+
+    def get(self, ref: str) -> Image.Image:
+        """Load the image of ``ref`` as RGB, with its ``edct_`` text entries in ``.info``.
+
+        Raises
+        ------
+        KeyError
+            If ``ref`` is malformed or not stored.
+        """
+        try:
+            p = self.path(ref)
+        except ValueError as e:
+            raise KeyError(f"no image with ref {ref!r}: {e}") from None
+        try:
+            with Image.open(p) as f:
+                f.load()
+                meta = {
+                    k: str(v)
+                    for k, v in f.info.items()
+                    if isinstance(k, str) and k.startswith(IMAGE_META_PREFIX) and isinstance(v, str)
+                }
+                out = f.convert("RGB")
+        except FileNotFoundError:
+            raise KeyError(f"no image with ref {ref!r} in {self.images_dir}") from None
+        out.info = meta
+        return out
+
+    def __contains__(self, ref: object) -> bool:
+        return isinstance(ref, str) and self.has(ref)
+
+    def __repr__(self) -> str:
+        return f"ImageStore({str(self.root)!r})"

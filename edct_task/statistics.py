@@ -1,0 +1,259 @@
+"""Benchmark-level statistics of SPEC §3: bootstrap and Wilson intervals, mean ± SD over runs.
+
+Pure functions on numbers. Each one validates its inputs first, with a message that names the
+rule that was broken, and returns a fixed type. Nothing here reads or writes files, and nothing
+seeds a global random state: the bootstrap takes an explicit ``seed``.
+
+Unscored samples (unparseable judgements, failed calls) are left out by the caller *before* the
+values reach these functions; a NaN here is therefore a bug upstream and is rejected, never
+skipped silently.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.special import ndtri
+
+__all__ = [
+    "BOOTSTRAP_METHOD",
+    "WILSON_METHOD",
+    "Interval",
+    "bootstrap_ci",
+    "mean_sd",
+    "wilson_interval",
+]
+
+BOOTSTRAP_METHOD = "bootstrap-percentile"
+"""``Interval.method`` of :func:`bootstrap_ci`."""
+
+WILSON_METHOD = "wilson"
+"""``Interval.method`` of :func:`wilson_interval`."""
+
+# Upper bound on the number of elements of one block of resampled indices (and of the gathered
+# values): 2**22 elements is 32 MiB for int64 indices plus 32 MiB for float64 values.
+_MAX_BLOCK_ELEMENTS = 1 << 22
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with a two-sided confidence interval.
+
+    When there is nothing to estimate (``n == 0``) ``estimate``, ``low`` and ``high`` are all
+    NaN; :meth:`as_dict` writes them as ``None`` so that results stay strict JSON.
+    """
+
+    estimate: float
+    """The point estimate: the sample mean (bootstrap) or the observed proportion (Wilson)."""
+    low: float
+    """Lower bound of the interval."""
+    high: float
+    """Upper bound of the interval."""
+    n: int
+    """Number of observations the interval rests on (samples for the bootstrap, trials for Wilson)."""
+    method: str
+    """How the interval was computed: ``"bootstrap-percentile"`` or ``"wilson"``."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The interval as a JSON-ready dict; NaN bounds become ``None``."""
+        return {
+            "estimate": _none_if_nan(self.estimate),
+            "low": _none_if_nan(self.low),
+            "high": _none_if_nan(self.high),
+            "n": self.n,
+            "method": self.method,
+        }
+
+
+def _none_if_nan(x: float) -> float | None:
+    return None if math.isnan(x) else x
+
+
+def _as_finite_1d(values: ArrayLike, name: str) -> NDArray[np.float64]:
+    """Validate ``values`` as a 1-D array of finite real numbers and return it as float64."""
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional (one value per sample); got shape {arr.shape}")
+    if arr.size and not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+        raise TypeError(f"{name} must hold real numbers; got dtype {arr.dtype}")
+    if np.iscomplexobj(arr):
+        raise TypeError(f"{name} must hold real numbers; got complex dtype {arr.dtype}")
+    out = arr.astype(np.float64, copy=False)
+    if not np.all(np.isfinite(out)):
+        bad = int(np.count_nonzero(~np.isfinite(out)))
+        raise ValueError(
+            f"{name} must be finite: found {bad} NaN/inf value(s); leave unscored samples out "
+            "before computing statistics"
+        )
+    return out
+
+
+def _check_confidence(confidence: float) -> float:
+    if isinstance(confidence, bool) or not isinstance(confidence, Real):
+        raise TypeError(f"confidence must be a real number in (0, 1); got {confidence!r}")
+    c = float(confidence)
+    if not 0.0 < c < 1.0:
+        raise ValueError(f"confidence must lie strictly between 0 and 1; got {confidence!r}")
+    return c
+
+
+def _check_int(value: object, name: str, *, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be an integer; got {value!r}")
+    v = int(value)
+    if v < minimum:
+        raise ValueError(f"{name} must be >= {minimum}; got {v}")
+    return v
+
+
+def bootstrap_ci(
+    values: ArrayLike,
+    *,
+    n_resamples: int = 10_000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> Interval:
+    """Percentile-bootstrap confidence interval of the mean.
+
+    Resamples the per-sample values with replacement ``n_resamples`` times, takes the mean of
+    each resample, and returns the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2``
+    quantiles of those means (linear interpolation, as ``numpy.percentile`` and
+    ``scipy.stats.bootstrap(method="percentile")``). SPEC §3 resamples *samples*, not chain
+    steps: pass one value per scored sample.
+
+    Parameters
+    ----------
+    values : array_like of float, shape (n,)
+        One finite value per scored sample (e.g. CCS_binary or CCS_graded in [0, 1]).
+        Unscored samples must be left out by the caller; NaN or inf is an error.
+    n_resamples : int, optional
+        Number of bootstrap resamples, >= 1. Default 10,000 (SPEC §3).
+    confidence : float, optional
+        Confidence level in (0, 1). Default 0.95.
+    seed : int, optional
+        Seed of ``numpy.random.default_rng``, >= 0. The same values, ``n_resamples``,
+        ``confidence`` and ``seed`` always give the same interval.
+
+    Returns
+    -------
+    Interval
+        ``estimate`` is the sample mean, ``method`` is ``"bootstrap-percentile"``.
+        With ``n == 0`` estimate and bounds are NaN; with ``n == 1`` (or all values equal) the
+        interval is degenerate: ``low == estimate == high``.
+
+    Raises
+    ------
+    ValueError
+        If ``values`` is not one-dimensional or holds NaN/inf, if ``n_resamples < 1``, if
+        ``confidence`` is outside (0, 1) or ``seed < 0``.
+    TypeError
+        If ``values`` is not numeric or an argument has the wrong type.
+
+    Notes
+    -----
+    Resampling is done in blocks of at most 2**22 indices, so memory stays bounded (about
+    64 MiB) whatever ``n`` and ``n_resamples`` are; the block size depends only on ``n``.
+    """
+    arr = _as_finite_1d(values, "values")
+    n_resamples = _check_int(n_resamples, "n_resamples", minimum=1)
+    conf = _check_confidence(confidence)
+    seed = _check_int(seed, "seed", minimum=0)
+
+    n = int(arr.size)
+    if n == 0:
+        return Interval(math.nan, math.nan, math.nan, 0, BOOTSTRAP_METHOD)
+    estimate = float(arr.mean())
+    if n == 1 or bool(np.all(arr == arr[0])):
+        return Interval(estimate, estimate, estimate, n, BOOTSTRAP_METHOD)
+
+    rng = np.random.default_rng(seed)
+    rows_per_block = max(1, _MAX_BLOCK_ELEMENTS // n)
+    means = np.empty(n_resamples, dtype=np.float64)
+    for start in range(0, n_resamples, rows_per_block):
+        stop = min(start + rows_per_block, n_resamples)
+        idx = rng.integers(0, n, size=(stop - start, n))
+        means[start:stop] = arr[idx].mean(axis=1)
+
+    alpha = 1.0 - conf
+    low, high = np.percentile(means, [100.0 * alpha / 2.0, 100.0 * (1.0 - alpha / 2.0)])
+    return Interval(estimate, float(low), float(high), n, BOOTSTRAP_METHOD)
+
+
+def wilson_interval(successes: int, n: int, *, confidence: float = 0.95) -> Interval:
+    """Wilson score interval of a binomial proportion (agreement rates, SPEC §3 / Table 4).
+
+    Parameters
+    ----------
+    successes : int
+        Number of successes (e.g. agreeing cases), ``0 <= successes <= n``.
+    n : int
+        Number of trials, >= 0.
+    confidence : float, optional
+        Confidence level in (0, 1). Default 0.95.
+
+    Returns
+    -------
+    Interval
+        ``estimate = successes / n``, bounds clipped to [0, 1], ``method`` is ``"wilson"``.
+        With ``n == 0`` estimate and bounds are NaN.
+        Matches ``statsmodels.stats.proportion.proportion_confint(method="wilson")``.
+
+    Raises
+    ------
+    TypeError
+        If ``successes`` or ``n`` is not an integer (bool is refused).
+    ValueError
+        If ``n < 0``, ``successes`` is outside ``[0, n]`` or ``confidence`` is outside (0, 1).
+    """
+    successes = _check_int(successes, "successes", minimum=0)
+    n = _check_int(n, "n", minimum=0)
+    if successes > n:
+        raise ValueError(f"successes must be <= n; got successes={successes}, n={n}")
+    conf = _check_confidence(confidence)
+    if n == 0:
+        return Interval(math.nan, math.nan, math.nan, 0, WILSON_METHOD)
+
+    p = successes / n
+    z = float(-ndtri((1.0 - conf) / 2.0))
+    z2 = z * z
+    denom = 1.0 + z2 / n
+    center = (p + z2 / (2.0 * n)) / denom
+    half = z * math.sqrt(p * (1.0 - p) / n + z2 / (4.0 * n * n)) / denom
+    low = min(max(center - half, 0.0), 1.0)
+    high = min(max(center + half, 0.0), 1.0)
+    return Interval(p, low, high, n, WILSON_METHOD)
+
+
+def mean_sd(values: ArrayLike) -> tuple[float, float]:
+    """Mean and sample standard deviation (``ddof=1``), for stability over runs (mean ± SD).
+
+    Parameters
+    ----------
+    values : array_like of float, shape (n_runs,)
+        One finite value per run (e.g. the benchmark CCS of each of 5 runs).
+
+    Returns
+    -------
+    tuple of (float, float)
+        ``(mean, sd)``. With one value the SD is undefined and returned as NaN; with no
+        values both are NaN.
+
+    Raises
+    ------
+    ValueError
+        If ``values`` is not one-dimensional or holds NaN/inf.
+    TypeError
+        If ``values`` is not numeric.
+    """
+    arr = _as_finite_1d(values, "values")
+    if arr.size == 0:
+        return (math.nan, math.nan)
+    mean = float(arr.mean())
+    if arr.size == 1:
+        return (mean, math.nan)
+    return (mean, float(arr.std(ddof=1)))

@@ -1,0 +1,88 @@
+"""The contracts every backend implements: one per backend kind (cf. httpx transports).
+
+Images travel as RGB ``PIL.Image.Image`` objects. A backend reports its identity (what changes its
+output: backend name, model id, revision, decoding settings that matter) for the stage cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from PIL import Image
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One turn of a chat conversation."""
+
+    role: Literal["system", "user", "assistant"]
+    text: str
+    images: tuple[Image.Image, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    """Decoding parameters; recorded in results and part of every cache key."""
+
+    max_new_tokens: int = 4096
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "max_new_tokens": self.max_new_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+        }
+
+
+@runtime_checkable
+class VisionChatModel(Protocol):
+    """A target VLM. ``generate`` answers a batch of conversations in one call.
+
+    Returns one item per conversation: the reply text, or a ``BackendError`` instance for a
+    conversation that failed on its own (the others are still answered). Raising means the whole
+    batch failed.
+    """
+
+    name: str
+
+    def identity(self) -> dict[str, Any]: ...
+
+    def generate(
+        self, conversations: Sequence[Sequence[ChatMessage]], params: GenerationParams
+    ) -> list[str | Exception]: ...
+
+
+@runtime_checkable
+class TextModel(Protocol):
+    """A text LLM for the extractor, judge and edit-parser roles. One prompt, one reply.
+
+    Raises ``BackendError`` subclasses on failure. The reply may contain thinking text; the
+    protocol's parsers strip it.
+    """
+
+    name: str
+
+    def identity(self) -> dict[str, Any]: ...
+
+    def complete(self, prompt: str, params: GenerationParams) -> str: ...
+
+
+@runtime_checkable
+class ImageEditor(Protocol):
+    """A text-guided image editor. Returns the edited RGB image.
+
+    Raises ``EditRefused`` on moderation or refusal and other ``BackendError`` subclasses on
+    failure. ``seed`` differs between the first attempt and the retry.
+    """
+
+    name: str
+
+    def identity(self) -> dict[str, Any]: ...
+
+    def edit(self, image: Image.Image, instruction: str, *, seed: int) -> Image.Image: ...

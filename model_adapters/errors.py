@@ -1,0 +1,63 @@
+"""One small exception hierarchy for every backend (cf. httpx._exceptions).
+
+Backends map their library's or server's errors into these at the boundary; drivers turn them
+into per-sample failure records. Messages never contain secrets.
+"""
+
+from __future__ import annotations
+
+
+class BackendError(Exception):
+    """A backend could not produce a result for one request."""
+
+    kind: str = "backend_error"
+    retryable: bool = False
+
+
+class TransientBackendError(BackendError):
+    """A failure that may go away on retry (5xx, dropped connection)."""
+
+    kind = "transient"
+    retryable = True
+
+
+class RateLimited(TransientBackendError):
+    """HTTP 429 or an equivalent quota signal; ``retry_after`` in seconds when the server said."""
+
+    kind = "rate_limited"
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class Timeout(TransientBackendError):
+    """The request did not complete in time."""
+
+    kind = "timeout"
+
+
+class PermanentBackendError(BackendError):
+    """A failure that a retry will not fix (4xx other than 429, malformed reply after retries)."""
+
+    kind = "permanent"
+
+
+class BadInput(PermanentBackendError):
+    """The input itself is unusable (corrupt, empty or oversized image, empty prompt)."""
+
+    kind = "bad_input"
+
+
+class EditRefused(PermanentBackendError):
+    """The editor declined the edit (moderation, safety filter, unsupported instruction)."""
+
+    kind = "edit_refused"
+
+
+class OptionsError(ValueError):
+    """A backend's options (from the run config's ``roles.<role>:``) are invalid.
+
+    Raised by factories at start-up; the message says which option and how to fix it. A
+    ``ValueError``, so configuration layers that catch those report it as a configuration error.
+    """

@@ -1,0 +1,84 @@
+"""``edct run`` end to end with every model role behind loopback servers speaking the real protocols.
+
+The servers are backed by the calibration world, so the scores must equal those of the in-process
+reference backends — with about 20% of the calls failing on the way (429 with Retry-After, 500,
+stalls past the client's timeout, malformed JSON, dropped connections) — and the API key must
+not appear in any file the run writes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from loopback import CalibrationWorld, FaultPlan, Loopback
+
+from edct_task.config import calibration_config, config_from_dict
+from edct_task.runner import run
+
+N = 100
+BEHAVIOR = "mixed:0.5"
+KEY = "sk-loopback-e2e-7f3a9c1d5b2e8f40"
+
+
+def _config(out: Path, roles: dict | None = None):
+    raw = calibration_config(BEHAVIOR, n=N, output_dir=out).model_dump(mode="json")
+    raw["progress"] = False
+    raw["bootstrap_resamples"] = 500
+    raw["limits"]["target_concurrency"] = 2
+    if roles:
+        raw["roles"].update(roles)
+    return config_from_dict(raw)
+
+
+def _chat(urls: list[str], model: str) -> dict:
+    return {
+        "backend": "openai-chat", "model": model, "base_urls": urls, "api_key_env": "EDCT_LOOPBACK_KEY",
+        "timeout_s": 0.3, "backoff_base_s": 0.001, "backoff_max_s": 0.01, "max_retries": 6,
+        "concurrency": 8, "prices": {"input_per_million": 1.0, "output_per_million": 2.0},
+    }
+
+
+def _essentials(record) -> dict:
+    steps = [
+        {"verified": s.verified, "image": s.image, "attempts": [(a.image, a.failure) for a in s.attempts],
+         "requery": s.requery.model_dump() if s.requery else None,
+         "binary": (s.binary.ac, s.binary.ef) if s.binary else None,
+         "graded": s.graded.score if s.graded else None}
+        for s in record.steps
+    ]
+    return {"status": record.status, "reason": record.reason,
+            "baseline": record.baseline.model_dump() if record.baseline else None,
+            "concepts": record.concepts.concepts if record.concepts else None,
+            "scores": record.scores.model_dump() if record.scores else None, "steps": steps}
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    return run(_config(tmp_path_factory.mktemp("reference")))
+
+
+def test_loopback_run_with_faults_matches_the_in_process_run(reference, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("EDCT_LOOPBACK_KEY", KEY)
+    world = CalibrationWorld(BEHAVIOR)
+    faults = FaultPlan(rate=0.2, max_consecutive=2, stall_s=0.6)
+    with Loopback(world, faults=faults, api_key=KEY, reasoning=True) as a, \
+            Loopback(world, faults=faults, api_key=KEY, reasoning=True) as b:
+        urls = [a.url + "/v1", b.url + "/v1"]
+        roles = {"target": _chat(urls, "loopback-vlm"), "extractor": _chat(urls, "loopback-llm"),
+                 "judge": _chat(urls, "loopback-llm"), "edit_parser": _chat(urls, "loopback-llm")}
+        outcome = run(_config(tmp_path / "loopback", roles))
+        served = (a.requests["/v1/chat/completions"], b.requests["/v1/chat/completions"])
+
+    assert outcome.results["results"] == reference.results["results"]
+    assert [_essentials(r) for r in outcome.records] == [_essentials(r) for r in reference.records]
+    assert sum(faults.injected.values()) > 0.1 * sum(served)  # the faults really happened
+    assert set(faults.injected) == {"rate_limited", "server_error", "timeout", "malformed", "dropped"}
+    assert min(served) > 0.3 * sum(served)  # both servers did their share
+    assert not outcome.results["calls"]["failures"]
+
+    # the key is in no file the run wrote (results, samples, images, cache, logs)
+    needle = KEY.encode()
+    written = [p for p in (tmp_path / "loopback").rglob("*") if p.is_file()]
+    assert written and not [p for p in written if needle in p.read_bytes()]
+    assert "EDCT_LOOPBACK_KEY" in (tmp_path / "loopback" / "results.json").read_text()  # the name is fine

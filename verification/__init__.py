@@ -1,0 +1,63 @@
+"""Localised edit verification (SPEC §4, Algorithm 1): masks, alignment, change maps, the gate.
+
+A leaf package: it imports nothing from ``edct_task``. Kernels are pure functions on numpy
+arrays; ``check_edit`` is the PIL-level entry point that returns an ``EditCheck`` record.
+"""
+
+from verification.alignment import Alignment, AlignmentParams, AlignmentReport, align_images, match_size
+from verification.change_map import ChangeMap, ChangeMapParams, change_map, local_ssim
+from verification.check import (
+    CHECK_SCHEMA_VERSION,
+    EDIT_TYPES,
+    EditCheck,
+    Verdict,
+    check_edit,
+    image_to_rgb_array,
+)
+from verification.gate import GateOutcome, GateParams, GateResult, GateVerdict, evaluate_gate, gate_decision
+from verification.localization import Box, Localization, MaskProvider
+from verification.masks import (
+    BoxMaskProvider,
+    StaticMaskProvider,
+    boxes_to_mask,
+    dilate_mask,
+    dilation_radius,
+    mask_fraction,
+    resize_mask,
+    validate_mask,
+)
+
+__all__ = [
+    "CHECK_SCHEMA_VERSION",
+    "EDIT_TYPES",
+    "Alignment",
+    "AlignmentParams",
+    "AlignmentReport",
+    "Box",
+    "BoxMaskProvider",
+    "ChangeMap",
+    "ChangeMapParams",
+    "EditCheck",
+    "GateOutcome",
+    "GateParams",
+    "GateResult",
+    "GateVerdict",
+    "Localization",
+    "MaskProvider",
+    "StaticMaskProvider",
+    "Verdict",
+    "align_images",
+    "boxes_to_mask",
+    "change_map",
+    "check_edit",
+    "dilate_mask",
+    "dilation_radius",
+    "evaluate_gate",
+    "gate_decision",
+    "image_to_rgb_array",
+    "local_ssim",
+    "mask_fraction",
+    "match_size",
+    "resize_mask",
+    "validate_mask",
+]
