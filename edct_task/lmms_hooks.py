@@ -52,9 +52,9 @@ STUB_COLUMN = "edct_stub"
 
 CI_SUFFIXES = ("_ci_low", "_ci_high")
 COUNT_NAMES = ("n_scored", "n_excluded", "n_unscored", "n_error")
-SETUP_NAME = "edct_setup"
-AUDIT_KEY = "edct"
-"""Key of the audit digest that ``process_results`` adds to every logged sample."""
+SETUP_NAME = "edct"
+"""Metric whose per-sample value is the audit digest (logged with each sample) and whose
+aggregate is a one-line summary of the EDCT setup (roles, k, prompt versions)."""
 
 
 # ----------------------------------------------------------------------------- settings
@@ -549,12 +549,12 @@ def process_results(doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
             out[f"{name}{suffix}"] = value
     for name in COUNT_NAMES:
         out[name] = int(record.status == name[2:])
-    out[SETUP_NAME] = record.status
     try:
-        images = settings().images
-    except Exception:  # the digest is still useful without resolved paths
-        images = None
-    out[AUDIT_KEY] = audit(record, images)
+        s = settings()
+        images, setup = s.images, s.describe()
+    except Exception as exc:  # the digest is still useful without resolved paths
+        images, setup = None, {"error": f"{type(exc).__name__}: {exc}"}
+    out[SETUP_NAME] = {**audit(record, images), "setup": setup}
     return out
 
 
@@ -603,8 +603,11 @@ def agg_count(items: list[Any]) -> int:
 
 
 def agg_setup(items: list[Any]) -> str:
-    """The run's EDCT setup as one JSON string in the results (roles, protocol, gate, prompts)."""
-    return json.dumps(settings().describe(), sort_keys=True)
+    """The run's EDCT setup on one line in the results; each logged sample has it in full."""
+    d = settings().describe()
+    roles = " ".join(f"{r}={spec['backend']}" for r, spec in sorted(d["roles"].items()))
+    prompts_tag = ",".join(f"{v}" for _, v in sorted(d["prompt_versions"].items()))
+    return f"k={d['protocol']['k']} {roles} prompts={prompts_tag}"
 
 
 def group_not_pooled(metrics: list[Any], sizes: list[int], weight_by_size: bool = True) -> float:

@@ -105,6 +105,10 @@ _THINK_TAGS: tuple[tuple[str, str], ...] = (
     (r"◁think▷", r"◁/think▷"),
     (r"<\|begin_of_thought\|>", r"<\|end_of_thought\|>"),
 )
+_THINK_TAG_RES = tuple(
+    re.compile(rf"(?P<open>{open_tag})|(?P<close>{close_tag})", re.IGNORECASE)
+    for open_tag, close_tag in _THINK_TAGS
+)
 _HARMONY_FINAL_RE = re.compile(r"<\|channel\|>\s*final\s*(?:<\|constrain\|>\s*\w+\s*)?<\|message\|>")
 _HARMONY_ANALYSIS_RE = re.compile(
     r"<\|channel\|>\s*(?:analysis|commentary)\b.*?(?:<\|end\|>|(?=<\|start\|>)|(?=<\|channel\|>)|\Z)",
@@ -126,20 +130,30 @@ def _strip_thinking(text: str) -> tuple[str, bool]:
         text = text[decoded.end() :]
     text = _SPECIAL_TOKEN_RE.sub("", text)
 
-    for open_tag, close_tag in _THINK_TAGS:
-        # 1. closed blocks, anywhere
-        text = re.sub(rf"{open_tag}.*?{close_tag}", "", text, flags=re.DOTALL | re.IGNORECASE)
-        # 2. orphan close tag (the chat template put the opening tag in the prompt): drop all up to
-        #    the last one
-        closes = list(re.finditer(close_tag, text, flags=re.IGNORECASE))
-        if closes:
-            text = text[closes[-1].end() :]
-        # 3. unclosed open tag (generation stopped inside the reasoning): drop from it to the end
-        opened = re.search(open_tag, text, flags=re.IGNORECASE)
-        if opened is not None:
-            text = text[: opened.start()]
-            truncated = True
+    for tags in _THINK_TAG_RES:
+        text, cut = _remove_blocks(text, tags)
+        truncated = truncated or cut
     return text.strip(), truncated
+
+
+def _remove_blocks(text: str, tags: re.Pattern[str]) -> tuple[str, bool]:
+    """Remove one kind of reasoning block in a single pass (rules 2-4 of ``strip_thinking``)."""
+    kept: list[str] = []
+    pos = 0
+    block_start: int | None = None
+    for tag in tags.finditer(text):
+        if tag.group("open") is not None:
+            if block_start is None:
+                kept.append(text[pos : tag.start()])
+                block_start = tag.start()
+        elif block_start is not None:  # closes the open block
+            block_start, pos = None, tag.end()
+        else:  # orphan close: the reply started inside the reasoning; drop everything so far
+            kept, pos = [], tag.end()
+    if block_start is not None:  # never closed: generation stopped inside the reasoning
+        return "".join(kept), True
+    kept.append(text[pos:])
+    return "".join(kept), False
 
 
 def strip_thinking(text: str) -> str:

@@ -91,3 +91,34 @@ def test_mixed_model_ci_contains_its_mixing_rate(tmp_path: Path) -> None:
     ccs = _metric(mixed, "ccs_binary")
     assert ccs["low"] <= 0.5 <= ccs["high"]
     assert 0.04 < ccs["high"] - ccs["low"] < 0.16  # a real interval, about ±1.96·sqrt(.25/n)
+
+
+def _verdicts(outcome: RunOutcome) -> list[str]:
+    return [a.check.verdict for r in outcome.records for s in r.steps for a in s.attempts if a.check]
+
+
+def test_gate_rejects_background_spill(tmp_path: Path) -> None:
+    spill = _run(tmp_path, "faithful", n=30, roles__editor__degradation={"spill": 0.7})
+    counts = spill.results["results"]["overall"]["counts"]
+    assert counts["excluded"] == 30 and counts["scored"] == 0
+    verdicts = _verdicts(spill)
+    assert len(verdicts) == 60  # first edit of every sample, tried twice
+    assert set(verdicts) == {"change_outside_target"}
+
+
+@pytest.mark.parametrize("align", [True, False])
+def test_gate_with_a_small_global_shift_needs_alignment(tmp_path: Path, align: bool) -> None:
+    shifted = _run(tmp_path, "faithful", n=30, roles__editor__degradation={"shift": [6, 4]},
+                   verification={"align": align})
+    counts = shifted.results["results"]["overall"]["counts"]
+    if align:
+        assert counts["scored"] >= 28, counts
+        assert _metric(shifted, "ccs_binary")["estimate"] >= 0.95
+        # edit 1 shifts the picture against the original; alignment must have undone it (edit 2's
+        # input is already shifted the same way, so it needs no alignment)
+        first = [a.check.alignment for r in shifted.records for a in r.steps[0].attempts if a.check]
+        assert first and all(rep is not None and rep.homography_used for rep in first)
+        assert all(abs(rep.homography[0][2] + 6) < 1 and abs(rep.homography[1][2] + 4) < 1 for rep in first)
+    else:
+        assert counts["excluded"] == 30, counts
+        assert set(_verdicts(shifted)) == {"change_outside_target"}

@@ -14,6 +14,7 @@ from verification.check import (
     check_edit,
     image_to_rgb_array,
 )
+from verification.edit_parsing import EditTarget, rule_based_edit_target
 from verification.gate import GateOutcome, GateParams, GateResult, GateVerdict, evaluate_gate, gate_decision
 from verification.localization import Box, Localization, MaskProvider
 from verification.masks import (
@@ -38,6 +39,7 @@ __all__ = [
     "ChangeMap",
     "ChangeMapParams",
     "EditCheck",
+    "EditTarget",
     "GateOutcome",
     "GateParams",
     "GateResult",
@@ -59,5 +61,6 @@ __all__ = [
     "mask_fraction",
     "match_size",
     "resize_mask",
+    "rule_based_edit_target",
     "validate_mask",
 ]

@@ -417,6 +417,9 @@ _STATE_WORDS = {
     "dirtier",
 }
 
+_MAX_PHRASE_WORDS = 12
+"""A target phrase is cut after this many words: detectors want short noun phrases."""
+_MAX_PHRASE_CHARS = 400
 _WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’\-]*|[^\sA-Za-z0-9]")
 
 
@@ -431,10 +434,10 @@ def _clean_phrase_words(words: list[str], verb: str) -> list[str]:
 
 
 def _phrase_after(text: str, start: int, verb: str) -> str:
-    tokens = _WORD_RE.findall(text[start:])
+    tokens = _WORD_RE.findall(text[start : start + _MAX_PHRASE_CHARS])
     words: list[str] = []
     for i, token in enumerate(tokens):
-        if not token[0].isalnum():
+        if not token[0].isalnum() or len(words) >= _MAX_PHRASE_WORDS:
             break
         low = token.casefold()
         content = [w for w in words if w.casefold() not in _DETERMINERS]

@@ -85,13 +85,17 @@ def test_valid_mask_and_heat(photos):
     cm = change_map(img, edited, valid=valid)
     assert not cm.changed[:, img.shape[1] // 2 :].any()
     heat = cm.heat()
-    assert heat.dtype == np.float32 and 0.0 <= heat.min() and heat.max() <= 1.0
+    assert heat.dtype == np.float32 and heat.min() >= 0.0 and heat.max() <= 1.0
 
 
 def test_params_are_frozen_with_documented_defaults():
     p = ChangeMapParams()
     assert (p.ssim_threshold, p.pixel_threshold, p.pre_blur_sigma, p.ssim_sigma, p.open_radius) == (
-        0.75, 0.10, 1.0, 1.5, 1,
+        0.75,
+        0.10,
+        1.0,
+        1.5,
+        1,
     )
     with pytest.raises(Exception):  # noqa: B017 - pydantic ValidationError on a frozen model
         p.ssim_threshold = 0.1  # type: ignore[misc]

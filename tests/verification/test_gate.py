@@ -136,7 +136,7 @@ def test_local_edits_pass(photos, edits, donor, photo_name, kind):
 
 
 def _jpeg_noise(img: np.ndarray, quality: int = 70, sigma: float = 2.0) -> np.ndarray:
-    ok, buf = cv2.imencode(".jpg", cv2.cvtColor(img, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, quality])
+    _ok, buf = cv2.imencode(".jpg", cv2.cvtColor(img, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, quality])
     out = cv2.cvtColor(cv2.imdecode(buf, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB).astype(np.float32)
     out += np.random.default_rng(0).normal(0.0, sigma, out.shape)
     return np.clip(out + 0.5, 0, 255).astype(np.uint8)
