@@ -105,6 +105,13 @@ def settings() -> Settings:
         return _settings
 
 
+def install_settings(value: Settings | None) -> None:
+    """Use ``value`` for the hooks of this process (the fast path installs its own config)."""
+    global _settings
+    with _settings_lock:
+        _settings = value
+
+
 def build_settings(config: RunConfig, work_dir: Path | None = None) -> Settings:
     from edct_task.driver import Dispatcher
     from edct_task.stage_cache import ImageStore, StageCache
@@ -606,7 +613,7 @@ def agg_setup(items: list[Any]) -> str:
     """The run's EDCT setup on one line in the results; each logged sample has it in full."""
     d = settings().describe()
     roles = " ".join(f"{r}={spec['backend']}" for r, spec in sorted(d["roles"].items()))
-    prompts_tag = ",".join(f"{v}" for _, v in sorted(d["prompt_versions"].items()))
+    prompts_tag = ",".join(f"{n}@{v.split('+')[0]}" for n, v in sorted(d["prompt_versions"].items()))
     return f"k={d['protocol']['k']} {roles} prompts={prompts_tag}"
 
 

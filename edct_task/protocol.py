@@ -107,12 +107,20 @@ def _llm(role: str, template: str, purpose: str, max_new_tokens: int, **fields: 
     )
 
 
-def _text(reply: object) -> str | Failure:
+def _raw(reply: object) -> str | Failure:
+    """An LLM reply as received; the parsers strip thinking text themselves (and can then say
+    that a reply ended inside unfinished reasoning)."""
     if isinstance(reply, Failure):
         return reply
     if not isinstance(reply, str):
         return Failure("bad_reply", f"expected text, got {type(reply).__name__}")
-    return parsing.strip_thinking(reply)
+    return reply
+
+
+def _text(reply: object) -> str | Failure:
+    """A target reply with thinking text stripped."""
+    raw = _raw(reply)
+    return raw if isinstance(raw, Failure) else parsing.strip_thinking(raw)
 
 
 def _ask_exchange(
@@ -154,7 +162,7 @@ def _judge_requests(
 
 
 def _binary(reply: object) -> BinaryScore:
-    text = _text(reply)
+    text = _raw(reply)
     if isinstance(text, Failure):
         return BinaryScore(error=text.describe())
     parsed = parsing.parse_binary_judgement(text)
@@ -165,7 +173,7 @@ def _binary(reply: object) -> BinaryScore:
 
 
 def _graded(reply: object) -> GradedScore:
-    text = _text(reply)
+    text = _raw(reply)
     if isinstance(text, Failure):
         return GradedScore(error=text.describe())
     parsed = parsing.parse_graded_judgement(text)
@@ -184,7 +192,7 @@ def _with_judgements(step: ChainStep, replies: Sequence[object]) -> ChainStep:
 def _edit_target(instruction: EditInstruction, reply: object | None) -> EditTargetRecord:
     note = ""
     if reply is not None:
-        text = _text(reply)
+        text = _raw(reply)
         if isinstance(text, Failure):
             note = f"edit parser failed ({text.describe()}); rule-based fallback"
         else:
@@ -234,7 +242,7 @@ def sample_protocol(sample: SampleInput, cfg: ProtocolConfig) -> Protocol:
         _llm("extractor", "extract_concepts", "concepts", cfg.max_new_tokens,
              question=sample.question, answer=baseline.answer, explanation=baseline.explanation, k=cfg.k),
     )
-    text = _text(reply)
+    text = _raw(reply)
     if isinstance(text, Failure):
         record["concepts"] = ConceptsRecord(error=text.describe())
         return finish("unscored", f"concept extraction failed: {text.describe()}")
@@ -251,7 +259,7 @@ def sample_protocol(sample: SampleInput, cfg: ProtocolConfig) -> Protocol:
              question=sample.question, answer=baseline.answer, explanation=baseline.explanation,
              concepts="\n".join(f"{i}. {c}" for i, c in enumerate(concepts, 1)), n=len(concepts)),
     )
-    text = _text(reply)
+    text = _raw(reply)
     if isinstance(text, Failure):
         record["instructions"] = InstructionsRecord(error=text.describe())
         return finish("unscored", f"instruction writing failed: {text.describe()}")

@@ -1,8 +1,8 @@
 """Deterministic OpenCV rendering of calibration scenes (and ground-truth object masks).
 
 Part of the calibration instrument, not the product. A scene renders to the same bytes every time:
-the background is a seeded texture (low-frequency shading plus gravel dots, so feature matchers
-find corners) in the context tint, with low saturation and brightness so that no background pixel
+the background is a seeded texture (low-frequency shading plus dense gravel dots, so feature matchers
+find corners and small shifts change most background pixels) in the context tint, with low saturation and brightness so that no background pixel
 looks like a cue colour; objects are flat shapes with anti-aliased edges drawn in scene order.
 ``object_mask`` draws one object with the same primitives into a boolean mask, so masks and pixels
 agree exactly.
@@ -52,10 +52,14 @@ def _background(context: str, seed: int, width: int, height: int) -> np.ndarray:
     coarse = rng.uniform(-1.0, 1.0, size=(7, 9)).astype(np.float32)
     shade = np.clip(cv2.resize(coarse, (width, height), interpolation=cv2.INTER_CUBIC), -1.2, 1.2)
     factor = 1.0 + 0.12 * shade
-    for _ in range(260):
-        x, y = int(rng.integers(0, width)), int(rng.integers(0, height))
-        value = 0.8 if rng.random() < 0.5 else 1.12
-        cv2.circle(factor, (x, y), int(rng.integers(1, 3)), value, -1)
+    # Dense gravel, like the fine texture of real photographs: a shift of a few pixels changes
+    # most background pixels, so the gate's alignment is exercised for real.
+    n_dots = width * height // 40
+    xs, ys = rng.integers(0, width, n_dots), rng.integers(0, height, n_dots)
+    values = np.where(rng.random(n_dots) < 0.5, 0.8, 1.12)
+    radii = rng.integers(1, 3, n_dots)
+    for x, y, value, radius in zip(xs.tolist(), ys.tolist(), values.tolist(), radii.tolist(), strict=True):
+        cv2.circle(factor, (x, y), radius, value, -1)
     tint = np.asarray(TINTS[context], dtype=np.float32)
     out = np.clip(np.rint(factor[..., None] * tint), 0, 255).astype(np.uint8)
     out.setflags(write=False)

@@ -16,7 +16,7 @@ from loopback import CalibrationWorld, FaultPlan, Loopback
 from edct_task.config import calibration_config, config_from_dict
 from edct_task.runner import run
 
-N = 100
+N = int(__import__("os").environ.get("EDCT_E2E_N", "100"))
 BEHAVIOR = "mixed:0.5"
 KEY = "sk-loopback-e2e-7f3a9c1d5b2e8f40"
 
