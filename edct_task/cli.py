@@ -28,13 +28,15 @@ def _add_lmms_options(p: argparse.ArgumentParser) -> None:
         "lmms-eval fast path", "run an lmms-eval model on the EDCT lmms-eval tasks with the batched driver; "
         "results are written in lmms-eval's format (same flags as lmms-eval)")
     g.add_argument("--model", help="lmms-eval model name (qwen3_vl, vllm, openai, edct_reference, ...)")
-    g.add_argument("--model_args", default="", help="lmms-eval model_args, e.g. pretrained=Qwen/Qwen3-VL-8B-Instruct")
+    g.add_argument("--model_args", default="",
+                   help="lmms-eval model_args, e.g. pretrained=Qwen/Qwen3-VL-8B-Instruct")
     g.add_argument("--tasks", default="edct_bench", help="EDCT task(s): edct_bench, edct_bench_okvqa, "
                    "edct_bench_drivelm, edct_bench_3dsr, edct_calibration (default edct_bench)")
     g.add_argument("--batch_size", default=None, help="passed to the lmms-eval model")
     g.add_argument("--device", default=None, help="passed to the lmms-eval model")
     g.add_argument("--limit", type=int, default=None, help="first N documents of each task")
-    g.add_argument("--output_path", type=Path, default=None, help="lmms-eval results folder (default <output>/lmms)")
+    g.add_argument("--output_path", type=Path, default=None,
+                   help="lmms-eval results folder (default <output>/lmms)")
     g.add_argument("--log_samples", action="store_true", help="also write lmms-eval's per-sample JSONL")
 
 
@@ -56,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="reference target: faithful, prior, stale or mixed:P (default faithful)")
     demo.add_argument("-n", "--samples", type=int, default=300, help="number of calibration samples (300)")
     _add_run_options(demo)
+
+    stab = sub.add_parser("stability", help="mean ± SD of each metric over repeated runs")
+    stab.add_argument("runs", nargs="+", type=Path, help="output folders (or results.json files) of the runs")
 
     sub.add_parser("backends", help="list registered backends")
     return parser
@@ -83,6 +88,8 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         print(json.dumps(available_backends(), indent=2))
         return 0
+    if args.command == "stability":
+        return _stability(args.runs)
     if args.command == "demo":
         out = args.output or Path("runs") / f"demo-{args.behavior.replace(':', '_')}"
         base = cfg.calibration_config(args.behavior, n=args.samples, output_dir=out).model_dump(mode="json")
@@ -137,6 +144,27 @@ def _run_lmms(args: argparse.Namespace) -> int:
         print(make_table(results, "groups"))
     files = results_files(output_path)
     print(f"wrote {files[-1] if files else output_path} ({results['edct']['wall_seconds']:.1f} s)")
+    return 0
+
+
+def _stability(paths: list[Path]) -> int:
+    from edct_task.scoring import stability
+
+    results = []
+    for p in paths:
+        f = p / "results.json" if p.is_dir() else p
+        if not f.is_file():
+            raise ConfigError(f"{f} does not exist: pass run output folders or their results.json")
+        results.append(json.loads(f.read_text(encoding="utf-8")))
+    if len(results) < 2:
+        raise ConfigError("stability needs at least two runs")
+    table = stability(results)
+    print(f"{'metric':<12} {'mean':>8} {'SD':>8} runs")
+    for name, row in table.items():
+        mean = "–" if row["mean"] is None else f"{row['mean']:.4f}"
+        sd = "–" if row["sd"] is None else f"{row['sd']:.4f}"
+        print(f"{name:<12} {mean:>8} {sd:>8} {row['runs']}")
+    print(json.dumps(table))
     return 0
 
 

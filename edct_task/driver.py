@@ -26,6 +26,7 @@ from typing import Any
 from PIL import Image
 from tqdm import tqdm
 
+from edct_task import __version__
 from edct_task.protocol import Protocol, ProtocolConfig, sample_protocol
 from edct_task.records import SampleInput, SampleRecord
 from edct_task.requests import AskLLM, AskTarget, EditImage, Failure, Request, VerifyEdit
@@ -163,7 +164,7 @@ class Dispatcher:
             }
         else:
             payload = {
-                "kind": "verify", "detector": self.identities["detector"],
+                "kind": "verify", "code": __version__, "detector": self.identities["detector"],
                 "gate": self.gate.model_dump(mode="json"), "original": request.original,
                 "edited": request.edited, "edit_type": request.edit_type, "target": request.target,
             }
@@ -314,6 +315,12 @@ def run_lockstep(
     records: dict[str, SampleRecord] = {}
     active: dict[str, tuple[Protocol, tuple[Request, ...]]] = {}
     limit = window or len(queue) or 1
+    samples_by_id = {s.id: s for s in queue}
+
+    def finished(record: SampleRecord) -> None:
+        records[record.sample.id] = record
+        if on_record is not None:
+            on_record(record)
 
     def admit() -> None:
         while queue and len(active) < limit:
@@ -334,8 +341,11 @@ def run_lockstep(
                 active[sid] = (gen, gen.send(tuple(sample_replies)))
             except StopIteration as stop:
                 del active[sid]
-                records[sid] = stop.value
-                if on_record is not None:
-                    on_record(stop.value)
+                finished(stop.value)
+            except Exception as exc:  # a bug must cost one sample, not the run
+                log.exception("sample %s: protocol error", sid)
+                del active[sid]
+                finished(SampleRecord(sample=samples_by_id[sid], status="error",
+                                      reason=f"internal error: {type(exc).__name__}: {exc}"))
         admit()
     return sorted(records.values(), key=lambda r: order[r.sample.id])

@@ -38,8 +38,14 @@ class _DocIds(dict):
         return key
 
 
-def build_model(model: str, model_args: str = "", *, batch_size: int | str | None = None,
-                device: str | None = None, force_simple: bool = False) -> Any:
+def build_model(
+    model: str,
+    model_args: str = "",
+    *,
+    batch_size: int | str | None = None,
+    device: str | None = None,
+    force_simple: bool = False,
+) -> Any:
     """An lmms-eval model instance, through its own registry (entry points included)."""
     import lmms_eval.evaluator  # noqa: F401 - loads the registry and the entry points
     from lmms_eval.models import get_model
@@ -73,8 +79,12 @@ class LmmsTarget:
         return {"backend": "lmms-eval", "model": self.model, "model_args": args, "chat": self.is_chat}
 
     def _gen_kwargs(self, params: GenerationParams) -> dict[str, Any]:
-        kw: dict[str, Any] = {"max_new_tokens": params.max_new_tokens, "temperature": params.temperature,
-                              "do_sample": params.temperature > 0, "until": []}
+        kw: dict[str, Any] = {
+            "max_new_tokens": params.max_new_tokens,
+            "temperature": params.temperature,
+            "do_sample": params.temperature > 0,
+            "until": [],
+        }
         if params.top_p < 1.0:
             kw["top_p"] = params.top_p
         return kw
@@ -88,24 +98,50 @@ class LmmsTarget:
         gen_kwargs = self._gen_kwargs(params)
         if self.is_chat:
             messages = [
-                {"role": m.role, "content": [*({"type": "image", "url": i} for i in m.images),
-                                             {"type": "text", "text": m.text}]}
+                {
+                    "role": m.role,
+                    "content": [
+                        *({"type": "image", "url": i} for i in m.images),
+                        {"type": "text", "text": m.text},
+                    ],
+                }
                 for m in conversation
             ]
 
             def doc_to_messages(_doc: Any, _messages: list = messages) -> list:
                 return copy.copy(_messages)  # models insert their system prompt into the list
 
-            args: tuple = (conversation[-1].text, doc_to_messages, gen_kwargs, doc_id, FASTPATH_TASK, FASTPATH_SPLIT)
+            args: tuple = (
+                conversation[-1].text,
+                doc_to_messages,
+                gen_kwargs,
+                doc_id,
+                FASTPATH_TASK,
+                FASTPATH_SPLIT,
+            )
         else:
+
             def doc_to_visual(_doc: Any, _images: list = images) -> list:
                 return list(_images)
 
-            args = (render_turn(conversation), gen_kwargs, doc_to_visual, doc_id, FASTPATH_TASK, FASTPATH_SPLIT)
-        return Instance(request_type="generate_until", arguments=args, idx=0,
-                        metadata={"task": FASTPATH_TASK, "doc_id": doc_id, "repeats": 1})
+            args = (
+                render_turn(conversation),
+                gen_kwargs,
+                doc_to_visual,
+                doc_id,
+                FASTPATH_TASK,
+                FASTPATH_SPLIT,
+            )
+        return Instance(
+            request_type="generate_until",
+            arguments=args,
+            idx=0,
+            metadata={"task": FASTPATH_TASK, "doc_id": doc_id, "repeats": 1},
+        )
 
-    def generate(self, conversations: Sequence[Sequence[ChatMessage]], params: GenerationParams) -> list[str | Exception]:
+    def generate(
+        self, conversations: Sequence[Sequence[ChatMessage]], params: GenerationParams
+    ) -> list[str | Exception]:
         from lmms_eval.api.instance import unwrap_generation_output
 
         instances = [self.instance(c, params) for c in conversations]
@@ -124,9 +160,17 @@ def _secretish(arg: str) -> bool:
 
 
 def run_fastpath(
-    model: str, model_args: str, tasks: str, *, config: RunConfig, output_path: Path,
-    log_samples: bool = True, limit: int | None = None, batch_size: int | str | None = None,
-    device: str | None = None, lm: Any = None,
+    model: str,
+    model_args: str,
+    tasks: str,
+    *,
+    config: RunConfig,
+    output_path: Path,
+    log_samples: bool = True,
+    limit: int | None = None,
+    batch_size: int | str | None = None,
+    device: str | None = None,
+    lm: Any = None,
 ) -> dict[str, Any]:
     """Run the EDCT tasks ``tasks`` on lmms-eval model ``model``; returns lmms-eval's results dict."""
     from lmms_eval.evaluator_utils import (
@@ -156,8 +200,10 @@ def run_fastpath(
     names = manager.match_tasks([t.strip() for t in tasks.split(",") if t.strip()])
     unknown = sorted(set(t.strip() for t in tasks.split(",")) - set(names))
     if unknown:
-        raise ValueError(f"unknown task(s) {', '.join(unknown)}; EDCT tasks: edct_bench, edct_bench_okvqa, "
-                         "edct_bench_drivelm, edct_bench_3dsr, edct_calibration")
+        raise ValueError(
+            f"unknown task(s) {', '.join(unknown)}; EDCT tasks: edct_bench, edct_bench_okvqa, "
+            "edct_bench_drivelm, edct_bench_3dsr, edct_calibration"
+        )
     task_dict = get_task_dict(names, manager)
     eval_tasks = get_task_list(task_dict)
 
@@ -168,7 +214,10 @@ def run_fastpath(
         task = task_output.task
         if task is None:
             continue
-        if task.config.output_type != "generate_until_agentic" or task.config.process_results is not lmms_hooks.process_results:
+        if (
+            task.config.output_type != "generate_until_agentic"
+            or task.config.process_results is not lmms_hooks.process_results
+        ):
             raise ValueError(f"task {task_output.task_name} is not an EDCT task")
         docs = list(task.test_docs() if task.has_test_docs() else task.validation_docs())
         chosen = [(i, docs[i]) for i in range(len(docs) if limit is None else min(limit, len(docs)))]
@@ -179,8 +228,15 @@ def run_fastpath(
     roles = settings.dispatcher.roles
     roles.target = target
     limits = settings.config.limits_config()
-    dispatcher = Dispatcher(roles, settings.images, settings.cache, protocol=settings.protocol,
-                            gate=settings.config.gate_params(), limits=limits, progress=settings.config.progress)
+    dispatcher = Dispatcher(
+        roles,
+        settings.images,
+        settings.cache,
+        protocol=settings.protocol,
+        gate=settings.config.gate_params(),
+        limits=limits,
+        progress=settings.config.progress,
+    )
     try:
         records = run_lockstep(samples, settings.protocol, dispatcher, window=limits.window)
     finally:
@@ -197,15 +253,26 @@ def run_fastpath(
                 task_output.sample_metrics[(metric, "none")].append(value)
             if log_samples:
                 saved = {k: v for k, v in doc.items() if k != "image"}
-                task_output.logged_samples.append({
-                    "doc_id": doc_id, "doc": saved, "target": task.doc_to_target(doc),
-                    "arguments": [lmms_hooks.first_turn_text(doc), task.config.generation_kwargs, doc_id,
-                                  task_output.task_name, FASTPATH_SPLIT],
-                    "resps": [[response]], "filtered_resps": [response],
-                    "doc_hash": hash_string(json.dumps(saved, indent=2, default=handle_non_serializable,
-                                                       ensure_ascii=False)),
-                    **metrics,
-                })
+                task_output.logged_samples.append(
+                    {
+                        "doc_id": doc_id,
+                        "doc": saved,
+                        "target": task.doc_to_target(doc),
+                        "arguments": [
+                            lmms_hooks.first_turn_text(doc),
+                            task.config.generation_kwargs,
+                            doc_id,
+                            task_output.task_name,
+                            FASTPATH_SPLIT,
+                        ],
+                        "resps": [[response]],
+                        "filtered_resps": [response],
+                        "doc_hash": hash_string(
+                            json.dumps(saved, indent=2, default=handle_non_serializable, ensure_ascii=False)
+                        ),
+                        **metrics,
+                    }
+                )
         task_output.calculate_aggregate_metric(bootstrap_iters=0)
         task_output.calculate_clt_aggregate_metric()
     results, logged, configs, versions, num_fewshot, higher_is_better = consolidate_results(eval_tasks)
@@ -226,11 +293,17 @@ def run_fastpath(
         "versions": dict(sorted(versions.items())),
         "n-shot": dict(sorted(num_fewshot.items())),
         "higher_is_better": dict(sorted(higher_is_better.items())),
-        "n-samples": {to.task_name: {"original": len(to.task.eval_docs), "effective": len(chosen)}
-                      for to, chosen in plan},
+        "n-samples": {
+            to.task_name: {"original": len(to.task.eval_docs), "effective": len(chosen)}
+            for to, chosen in plan
+        },
         "config": {
-            "model": model, "model_args": target.identity()["model_args"], "batch_size": batch_size,
-            "device": device, "limit": limit, "driver": "edct run (batched lockstep)",
+            "model": model,
+            "model_args": target.identity()["model_args"],
+            "batch_size": batch_size,
+            "device": device,
+            "limit": limit,
+            "driver": "edct run (batched lockstep)",
         },
         "edct": {
             **settings.describe(),
@@ -243,12 +316,16 @@ def run_fastpath(
         },
     }
     tracker.general_config_tracker.log_experiment_args(
-        model_source=model, model_args=model_args or "", system_instruction=None, chat_template=None,
+        model_source=model,
+        model_args=model_args or "",
+        system_instruction=None,
+        chat_template=None,
         fewshot_as_multiturn=False,
     )
     datetime_str = get_datetime_str()
-    tracker.save_results_aggregated(results=results_dict, samples=logged if log_samples else None,
-                                    datetime_str=datetime_str)
+    tracker.save_results_aggregated(
+        results=results_dict, samples=logged if log_samples else None, datetime_str=datetime_str
+    )
     if log_samples:
         for task_name in results_dict["configs"]:
             tracker.save_results_samples(task_name=task_name, samples=logged[task_name])

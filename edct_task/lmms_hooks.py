@@ -31,7 +31,7 @@ from typing import Any
 
 from edct_task import prompts, scoring
 from edct_task.config import RunConfig, calibration_config, load_config
-from edct_task.protocol import ProtocolConfig, sample_protocol, why_prompt
+from edct_task.protocol import ProtocolConfig, sample_protocol
 from edct_task.records import SampleInput, SampleRecord, SampleScores
 from edct_task.requests import AskTarget, Message, Request
 from edct_task.roles import ConfigError, build_roles
@@ -121,11 +121,15 @@ def build_settings(config: RunConfig, work_dir: Path | None = None) -> Settings:
         roles = build_roles(specs, require_target=False)
     except ConfigError as exc:
         source = os.environ.get(ENV_CONFIG) or "the built-in calibration roles"
-        raise ConfigError(f"EDCT roles for the lmms-eval task (from {source}, set ${ENV_CONFIG}): {exc}") from None
+        raise ConfigError(
+            f"EDCT roles for the lmms-eval task (from {source}, set ${ENV_CONFIG}): {exc}"
+        ) from None
     protocol = config.protocol_config()
     needed = rounds_needed(protocol)
     if needed > 12:
-        log.warning("k=%d needs %d target rounds; raise generation_kwargs.max_agentic_steps", protocol.k, needed)
+        log.warning(
+            "k=%d needs %d target rounds; raise generation_kwargs.max_agentic_steps", protocol.k, needed
+        )
     if work_dir is None:
         env = os.environ.get(ENV_WORK_DIR)
         work_dir = Path(env) if env else config.resolved_cache_dir
@@ -133,8 +137,13 @@ def build_settings(config: RunConfig, work_dir: Path | None = None) -> Settings:
     images = ImageStore(work_dir)
     cache = StageCache(work_dir)
     dispatcher = Dispatcher(
-        roles, images, cache, protocol=protocol, gate=config.gate_params(),
-        limits=config.limits_config(), progress=False,
+        roles,
+        images,
+        cache,
+        protocol=protocol,
+        gate=config.gate_params(),
+        limits=config.limits_config(),
+        progress=False,
     )
     return Settings(config, protocol, dispatcher, images, cache, work_dir)
 
@@ -150,16 +159,18 @@ def rounds_needed(protocol: ProtocolConfig) -> int:
 def _doc_features() -> Any:
     import datasets
 
-    return datasets.Features({
-        "id": datasets.Value("string"),
-        "domain": datasets.Value("string"),
-        "question": datasets.Value("string"),
-        "system_prompt": datasets.Value("string"),
-        "source": datasets.Value("string"),
-        "source_id": datasets.Value("string"),
-        "metadata": datasets.Value("string"),
-        "image": datasets.Image(),
-    })
+    return datasets.Features(
+        {
+            "id": datasets.Value("string"),
+            "domain": datasets.Value("string"),
+            "question": datasets.Value("string"),
+            "system_prompt": datasets.Value("string"),
+            "source": datasets.Value("string"),
+            "source_id": datasets.Value("string"),
+            "metadata": datasets.Value("string"),
+            "image": datasets.Image(),
+        }
+    )
 
 
 def calibration_docs(dataset: Any) -> Any:
@@ -186,12 +197,18 @@ def calibration_docs(dataset: Any) -> Any:
     for i in indices:
         s = samples[i]
         ref = images.put(s.image)
-        docs.append({
-            "id": s.id, "domain": s.domain, "question": s.question, "system_prompt": s.system_prompt,
-            "source": "calibration", "source_id": f"{seed}:{i}",
-            "metadata": json.dumps({"expected_answer": str(s.expected_answer)}),
-            "image": {"bytes": images.path(ref).read_bytes(), "path": None},
-        })
+        docs.append(
+            {
+                "id": s.id,
+                "domain": s.domain,
+                "question": s.question,
+                "system_prompt": s.system_prompt,
+                "source": "calibration",
+                "source_id": f"{seed}:{i}",
+                "metadata": json.dumps({"expected_answer": str(s.expected_answer)}),
+                "image": {"bytes": images.path(ref).read_bytes(), "path": None},
+            }
+        )
     return datasets.Dataset.from_list(docs, features=_doc_features())
 
 
@@ -218,13 +235,12 @@ def load_bench_dataset(location: str | None) -> Any:
         raise ValueError(
             f"EDCT-Bench data not configured: set {ENV_DATA} to the dataset built by `edct build-bench` "
             f"(a local folder or a hub id), e.g.\n  export {ENV_DATA}=/data/edct-bench\n"
-            "or include the task YAML in your own and set dataset_path (+ dataset_kwargs: {load_from_disk: true}). "
+            "or include the task YAML in your own and set dataset_path "
+            "(+ dataset_kwargs: {load_from_disk: true}). "
             "The calibration world needs no data: --tasks edct_calibration."
         )
-    if Path(location).exists():
-        loaded = datasets.load_from_disk(location)
-    else:
-        loaded = datasets.load_dataset(location)
+    local = Path(location).exists()
+    loaded = datasets.load_from_disk(location) if local else datasets.load_dataset(location)
     if isinstance(loaded, datasets.DatasetDict):
         split = "test" if "test" in loaded else next(iter(loaded))
         loaded = loaded[split]
@@ -260,8 +276,12 @@ def _metadata(doc: dict[str, Any]) -> dict[str, str]:
 def sample_of(doc: dict[str, Any], image_ref: str) -> SampleInput:
     """The protocol's view of one lmms-eval document."""
     return SampleInput(
-        id=str(doc["id"]), domain=str(doc["domain"]), question=str(doc["question"]), image=image_ref,
-        system_prompt=doc.get("system_prompt") or None, metadata=_metadata(doc),
+        id=str(doc["id"]),
+        domain=str(doc["domain"]),
+        question=str(doc["question"]),
+        image=image_ref,
+        system_prompt=doc.get("system_prompt") or None,
+        metadata=_metadata(doc),
     )
 
 
@@ -338,13 +358,13 @@ def parse_turn(text: str, system_prompts: Iterable[str] = ()) -> list[tuple[str,
     for sp in system_prompts:
         if sp and body.startswith(sp + "\n\n"):
             out.append(("system", sp))
-            body = body[len(sp) + 2:]
+            body = body[len(sp) + 2 :]
             break
     lines = body.split("\n")
     if lines and lines[-1].startswith(_TAG_PREFIX) and body.endswith("]"):
         body = body[: body.rfind("\n\n" + lines[-1])] if ("\n\n" + lines[-1]) in body else body
     if body.startswith(_HISTORY_HEAD + "\n"):
-        rest = body[len(_HISTORY_HEAD) + 1:]
+        rest = body[len(_HISTORY_HEAD) + 1 :]
         q_block, _, rest = rest.partition("\n" + _HISTORY_ANSWER + "\n")
         a_lines: list[str] = []
         tail = rest.split("\n")
@@ -358,8 +378,13 @@ def parse_turn(text: str, system_prompts: Iterable[str] = ()) -> list[tuple[str,
 
 
 def first_turn_text(doc: dict[str, Any]) -> str:
-    sample = SampleInput(id=str(doc["id"]), domain=str(doc["domain"]), question=str(doc["question"]),
-                         image="", system_prompt=doc.get("system_prompt") or None)
+    sample = SampleInput(
+        id=str(doc["id"]),
+        domain=str(doc["domain"]),
+        question=str(doc["question"]),
+        image="",
+        system_prompt=doc.get("system_prompt") or None,
+    )
     from edct_task.protocol import opening
 
     return render_turn(opening(sample, ""))
@@ -413,7 +438,9 @@ class Session:
             missing = [i for i, r in enumerate(self._requests) if i not in self._resolved]
             others = [i for i in missing if not isinstance(self._requests[i], AskTarget)]
             if others:
-                for i, reply in zip(others, self.dispatcher.resolve([self._requests[i] for i in others]), strict=True):
+                for i, reply in zip(
+                    others, self.dispatcher.resolve([self._requests[i] for i in others]), strict=True
+                ):
                     self._resolved[i] = reply
             if self.pending is not None:
                 return
@@ -431,8 +458,11 @@ def final_response(record: SampleRecord) -> str:
 
 
 def doc_to_text(
-    doc: dict[str, Any], lmms_eval_specific_kwargs: dict | None = None, previous_output: list[str] | None = None,
-    round_idx: int | None = None, previous_round_info: dict | None = None,
+    doc: dict[str, Any],
+    lmms_eval_specific_kwargs: dict | None = None,
+    previous_output: list[str] | None = None,
+    round_idx: int | None = None,
+    previous_round_info: dict | None = None,
 ) -> Any:
     """The agentic callback: the question first, then one EDCT target turn per round."""
     if round_idx is None:
@@ -474,8 +504,11 @@ def parse_final(doc: dict[str, Any], response: object) -> SampleRecord:
                 payload = json.loads(text)
             except json.JSONDecodeError:
                 payload = None
-            reason = (f"lmms-eval ended the agentic loop early: {payload.get('error')}"
-                      if isinstance(payload, dict) and payload.get("error") else f"final response is not a record: {exc}")
+            reason = (
+                f"lmms-eval ended the agentic loop early: {payload.get('error')}"
+                if isinstance(payload, dict) and payload.get("error")
+                else f"final response is not a record: {exc}"
+            )
     else:
         reason = f"final response is not a record: {str(text)[:200]!r}"
     return SampleRecord(sample=sample_of(doc, ""), status="error", reason=reason)
@@ -512,32 +545,42 @@ def audit(record: SampleRecord, images: Any | None) -> dict[str, Any]:
 
     steps = []
     for s in record.steps:
-        steps.append({
-            "index": s.index,
-            "concept": s.instruction.concept,
-            "instruction": s.instruction.as_text(),
-            "edit_target": s.edit_target.model_dump() if s.edit_target else None,
-            "attempts": [
-                {"attempt": a.attempt, "image": path(a.image), "failure": a.failure,
-                 "passed": a.passed,
-                 "r_in": a.check.r_in if a.check is not None else None,
-                 "r_out": a.check.r_out if a.check is not None else None}
-                for a in s.attempts
-            ],
-            "verified": s.verified,
-            "requery": s.requery.model_dump() if s.requery else None,
-            "requery_error": s.requery_error,
-            "ac": s.binary.ac if s.binary else None, "ef": s.binary.ef if s.binary else None,
-            "ac_reason": s.binary.ac_reason if s.binary else None,
-            "ef_reason": s.binary.ef_reason if s.binary else None,
-            "binary_error": s.binary.error if s.binary else None,
-            "graded": s.graded.score if s.graded else None,
-            "graded_reason": s.graded.reason if s.graded else None,
-            "graded_error": s.graded.error if s.graded else None,
-        })
+        steps.append(
+            {
+                "index": s.index,
+                "concept": s.instruction.concept,
+                "instruction": s.instruction.as_text(),
+                "edit_target": s.edit_target.model_dump() if s.edit_target else None,
+                "attempts": [
+                    {
+                        "attempt": a.attempt,
+                        "image": path(a.image),
+                        "failure": a.failure,
+                        "passed": a.passed,
+                        "r_in": a.check.r_in if a.check is not None else None,
+                        "r_out": a.check.r_out if a.check is not None else None,
+                    }
+                    for a in s.attempts
+                ],
+                "verified": s.verified,
+                "requery": s.requery.model_dump() if s.requery else None,
+                "requery_error": s.requery_error,
+                "ac": s.binary.ac if s.binary else None,
+                "ef": s.binary.ef if s.binary else None,
+                "ac_reason": s.binary.ac_reason if s.binary else None,
+                "ef_reason": s.binary.ef_reason if s.binary else None,
+                "binary_error": s.binary.error if s.binary else None,
+                "graded": s.graded.score if s.graded else None,
+                "graded_reason": s.graded.reason if s.graded else None,
+                "graded_error": s.graded.error if s.graded else None,
+            }
+        )
     return {
-        "id": record.sample.id, "domain": record.sample.domain, "status": record.status,
-        "reason": record.reason, "image": path(record.sample.image),
+        "id": record.sample.id,
+        "domain": record.sample.domain,
+        "status": record.status,
+        "reason": record.reason,
+        "image": path(record.sample.image),
         "baseline": record.baseline.model_dump() if record.baseline else None,
         "concepts": list(record.concepts.concepts) if record.concepts else [],
         "concepts_error": record.concepts.error if record.concepts else None,

@@ -44,7 +44,7 @@ def register_task_folder() -> bool:
     """Make every later ``lmms_eval.tasks.TaskManager`` index our task folder. True on success."""
     try:
         from lmms_eval.tasks import TaskManager
-    except Exception as exc:  # noqa: BLE001 - any import problem means: fall back to --include_path
+    except Exception as exc:
         _warn(f"could not import lmms_eval.tasks.TaskManager ({type(exc).__name__}: {exc})")
         return False
     original = getattr(TaskManager, "initialize_tasks", None)
@@ -57,7 +57,11 @@ def register_task_folder() -> bool:
 
     @functools.wraps(original)
     def initialize_tasks(self: Any, include_path: Any = None, include_defaults: bool = True) -> Any:
-        paths = [] if include_path is None else ([include_path] if isinstance(include_path, str) else list(include_path))
+        paths = (
+            []
+            if include_path is None
+            else ([include_path] if isinstance(include_path, str) else list(include_path))
+        )
         if not any(str(p).rstrip("/") == folder for p in paths):
             paths.append(folder)
         return original(self, include_path=paths, include_defaults=include_defaults)
@@ -86,7 +90,9 @@ def manifests() -> list[Any]:
 # ----------------------------------------------------------------------------- the reference model
 
 
-def messages_to_chat(messages: Sequence[dict[str, Any]], system_prompts: Sequence[str] = ()) -> list[ChatMessage]:
+def messages_to_chat(
+    messages: Sequence[dict[str, Any]], system_prompts: Sequence[str] = ()
+) -> list[ChatMessage]:
     """lmms-eval chat messages → our ``ChatMessage`` list.
 
     A single user turn that carries a rendered history (the agentic path) is expanded back into
@@ -130,8 +136,14 @@ class EdctReference(_lmms_base()):  # type: ignore[misc]
 
     is_simple = False
 
-    def __init__(self, behavior: str = "faithful", latency_s: float = 0.0, batch_size: int | str = 1,
-                 device: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        behavior: str = "faithful",
+        latency_s: float = 0.0,
+        batch_size: int | str = 1,
+        device: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__()
         from edct_task.calibration import ReferenceVLM
 

@@ -83,3 +83,23 @@ def summarise(records: Sequence[SampleRecord], *, seed: int = 0, n_resamples: in
         "overall": block(records),
         "per_domain": {d: block([r for r in records if r.sample.domain == d]) for d in domains},
     }
+
+
+def stability(results: Sequence[dict[str, Any]]) -> dict[str, dict[str, float | int | None]]:
+    """Mean ± SD (ddof=1) of every overall metric across repeated runs (SPEC §3, Table 5).
+
+    ``results`` are parsed ``results.json`` files of runs that differ only in their seed.
+    """
+    from edct_task.statistics import mean_sd
+
+    out: dict[str, dict[str, float | int | None]] = {}
+    for name in METRIC_NAMES:
+        values = [r["results"]["overall"]["metrics"][name]["estimate"] for r in results]
+        values = [v for v in values if v is not None]
+        mean, sd = mean_sd(values) if values else (float("nan"), float("nan"))
+        out[name] = {"mean": _finite(mean), "sd": _finite(sd), "runs": len(values)}
+    return out
+
+
+def _finite(x: float) -> float | None:
+    return None if x != x else float(x)

@@ -55,7 +55,7 @@ __all__ = [
 IMAGE_META_PREFIX = "edct_"
 """Image ``info`` keys with this prefix (and str values) are kept in stored PNGs as text chunks."""
 
-PNG_COMPRESS_LEVEL = 6
+PNG_COMPRESS_LEVEL = 1
 """zlib level of canonical PNGs. Changing it changes every image ref."""
 
 _SCHEMA_VERSION = 1

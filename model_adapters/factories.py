@@ -26,8 +26,30 @@ def _openai_chat_text(options: Mapping[str, Any]) -> Any:
     return OpenAIText(client_from_options(options))
 
 
+def _bfl_editor(options: Mapping[str, Any]) -> Any:
+    from model_adapters.bfl_editor import from_options
+
+    return from_options(options)
+
+
+def _openai_images_editor(options: Mapping[str, Any]) -> Any:
+    from model_adapters.openai_images import from_options
+
+    return from_options(options)
+
+
+def _openrouter_image_editor(options: Mapping[str, Any]) -> Any:
+    from model_adapters.openrouter_images import from_options
+
+    return from_options(options)
+
+
 FACTORIES: dict[str, dict[str, Factory]] = {
     "target": {"openai-chat": _openai_chat_target},
     "text": {"openai-chat": _openai_chat_text},
-    "editor": {},
+    "editor": {
+        "bfl": _bfl_editor,
+        "openai-images": _openai_images_editor,
+        "openrouter-image": _openrouter_image_editor,
+    },
 }

@@ -128,7 +128,10 @@ class ChatClient:
     # -- one request ------------------------------------------------------------------------------
     def chat(self, messages: list[dict[str, Any]], params: GenerationParams, *, images: int = 0) -> str:
         """The reply text (reasoning prefixed as ``<think>…</think>``); raises ``BackendError``."""
-        body = self.request_body(messages, params)
+        return reply_text(self.send(self.request_body(messages, params), images=images))
+
+    def send(self, body: Mapping[str, Any], *, images: int = 0) -> dict[str, Any]:
+        """POST one request body with retries; the decoded reply (it has at least one choice)."""
         payload = json.dumps(body).encode("utf-8")
 
         def on_retry(exc: BackendError, _wait: float) -> None:
@@ -139,9 +142,8 @@ class ChatClient:
         except BackendError as exc:
             self.usage.record_failure(exc.kind)
             raise
-        text = self._reply_text(data)
         self.usage.record_success(data.get("usage"), images=images)
-        return text
+        return data
 
     def request_body(self, messages: list[dict[str, Any]], params: GenerationParams) -> dict[str, Any]:
         s = self.settings
@@ -184,18 +186,6 @@ class ChatClient:
             finally:
                 self.pool.release(endpoint, endpoint_outcome(error))
 
-    def _reply_text(self, data: dict[str, Any]) -> str:
-        message = data["choices"][0].get("message") or {}
-        content = message.get("content")
-        if isinstance(content, list):  # content parts
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-        if content is None:
-            content = message.get("refusal") or ""
-        reasoning = message.get("reasoning_content") or message.get("reasoning")
-        if isinstance(reasoning, str) and reasoning.strip() and "<think>" not in content:
-            content = f"<think>{reasoning}</think>\n{content}"
-        return str(content)
-
     def _healthy(self, endpoint: Endpoint) -> bool:
         url = f"{endpoint.url}/{self._health_path}" if self._health_path else endpoint.url
         try:
@@ -221,6 +211,20 @@ class ChatClient:
             self._executor.shutdown(wait=True)
         for client in self._clients.values():
             client.close()
+
+
+def reply_text(data: Mapping[str, Any]) -> str:
+    """The first choice's text, with its reasoning (if any) in front as ``<think>…</think>``."""
+    message = data["choices"][0].get("message") or {}
+    content = message.get("content")
+    if isinstance(content, list):  # content parts
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    if content is None:
+        content = message.get("refusal") or ""
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    if isinstance(reasoning, str) and reasoning.strip() and "<think>" not in content:
+        content = f"<think>{reasoning}</think>\n{content}"
+    return str(content)
 
 
 def _capture(fn: Callable[[Any], str], item: Any) -> str | Exception:

@@ -200,3 +200,25 @@ def test_editor_refusal_then_success_on_retry() -> None:
 def test_unparseable_concepts_make_the_sample_unscored() -> None:
     record, _ = drive(ProtocolConfig(), default_responder({"concepts": "   "}))
     assert record.status == "unscored" and record.reason.startswith("concept extraction unparseable")
+
+
+def test_a_protocol_bug_costs_one_sample_not_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    from edct_task import driver
+
+    class Scripted:
+        def resolve(self, requests):
+            return [default_responder()(r) for r in requests]
+
+    original = driver.sample_protocol
+
+    def flaky(sample, cfg):
+        if sample.id == "boom":
+            raise_on = (yield (AskTarget((), "baseline.answer"),))
+            raise RuntimeError(f"unexpected reply {raise_on!r}")
+        return (yield from original(sample, cfg))
+
+    monkeypatch.setattr(driver, "sample_protocol", flaky)
+    samples = [SAMPLE, SAMPLE.model_copy(update={"id": "boom"})]
+    records = driver.run_lockstep(samples, ProtocolConfig(), Scripted())
+    assert [r.status for r in records] == ["scored", "error"]
+    assert records[1].reason.startswith("internal error: RuntimeError: unexpected reply")

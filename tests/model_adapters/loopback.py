@@ -204,6 +204,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _fault(self, key: bytes) -> bool:
         """Inject the planned fault, if any; True when the request was answered by it."""
+        ctype = self.headers.get("Content-Type", "")
+        if "boundary=" in ctype:  # multipart: the same request has a fresh boundary on every try
+            key = key.replace(ctype.split("boundary=", 1)[1].strip('"').encode(), b"")
         kind = self.server.faults.decide(self.path.encode() + b"|" + key)
         if kind is None:
             return False

@@ -8,6 +8,7 @@ not appear in any file the run writes.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -21,8 +22,13 @@ BEHAVIOR = "mixed:0.5"
 KEY = "sk-loopback-e2e-7f3a9c1d5b2e8f40"
 
 
-def _config(out: Path, roles: dict | None = None):
+def _config(out: Path, roles: dict | None = None, cache_from: Path | None = None):
+    """The calibration run; ``cache_from`` seeds the stage cache with another run's (verification
+    results are keyed on image content and the detector, not on the chat backends, so they are
+    reused when the edited images are byte-identical — which the equality of scores then shows)."""
     raw = calibration_config(BEHAVIOR, n=N, output_dir=out).model_dump(mode="json")
+    if cache_from is not None:
+        shutil.copytree(cache_from, out / "cache")
     raw["progress"] = False
     raw["bootstrap_resamples"] = 500
     raw["limits"]["target_concurrency"] = 2
@@ -67,7 +73,7 @@ def test_loopback_run_with_faults_matches_the_in_process_run(reference, tmp_path
         urls = [a.url + "/v1", b.url + "/v1"]
         roles = {"target": _chat(urls, "loopback-vlm"), "extractor": _chat(urls, "loopback-llm"),
                  "judge": _chat(urls, "loopback-llm"), "edit_parser": _chat(urls, "loopback-llm")}
-        outcome = run(_config(tmp_path / "loopback", roles))
+        outcome = run(_config(tmp_path / "loopback", roles, reference.output_dir / "cache"))
         served = (a.requests["/v1/chat/completions"], b.requests["/v1/chat/completions"])
 
     assert outcome.results["results"] == reference.results["results"]

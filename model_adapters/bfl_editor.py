@@ -1,0 +1,199 @@
+"""Black Forest Labs API editor: FLUX.2 [pro|max|flex|klein] and FLUX.1 Kontext [pro|max].
+
+Submit ``POST <base>/v1/<model>`` with the prompt and the image (base64) → ``{id, polling_url}``;
+poll the polling URL (``x-key`` header) until ``Ready`` (then download ``result.sample`` at once: the
+signed URL expires after minutes, and it is fetched *without* the key — it is a CDN address);
+``Pending`` keeps polling; ``Request Moderated`` / ``Content Moderated`` raise ``EditRefused`` with
+the reason; ``Error`` / ``Task not found`` are transient (the job is submitted again, once).
+The output is brought back to the input's size when the API returned another one.
+
+Options::
+
+    model: flux-2-max            # or flux-2-pro, flux-2-flex, flux-kontext-pro, flux-kontext-max
+    api_key_env: BFL_API_KEY     # default BFL_API_KEY
+    base_url: https://api.bfl.ai
+    send_size: true              # FLUX.2: ask for the input's size (rounded to multiples of 16)
+    extra: {safety_tolerance: 2, output_format: png}
+    poll_interval_s: 0.5         # first poll wait; grows ×1.5 up to poll_max_interval_s
+    poll_max_interval_s: 4.0
+    poll_timeout_s: 600
+    job_attempts: 2              # submissions per edit when a job errors or its URL has expired
+    concurrency: 4
+    timeout_s: 120
+    max_retries: 6
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import time
+import urllib.parse
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from PIL import Image
+
+from model_adapters.errors import (
+    BackendError,
+    EditRefused,
+    OptionsError,
+    PermanentBackendError,
+    TransientBackendError,
+)
+from model_adapters.errors import Timeout as BackendTimeout
+from model_adapters.images import decode_image, png_bytes
+from model_adapters.remote_editor import EDITOR_HTTP_OPTIONS, EditorUsage, HttpCaller, finish, retry_policy
+from model_adapters.transport import MalformedReply, check_base_url, check_options, json_body, secret_from_env
+
+OPTIONS = EDITOR_HTTP_OPTIONS | {
+    "model", "send_size", "extra", "poll_interval_s", "poll_max_interval_s", "poll_timeout_s", "job_attempts",
+}
+MODERATED = ("Request Moderated", "Content Moderated")
+
+
+class _JobLost(TransientBackendError):
+    """The job errored, vanished or its result URL expired: submit it again."""
+
+
+class BFLEditor:
+    """An ImageEditor on the BFL API."""
+
+    backend = "bfl"
+
+    def __init__(
+        self, model: str, api_key: str, *, base_url: str = "https://api.bfl.ai", send_size: bool | None = None,
+        extra: Mapping[str, Any] | None = None, poll_interval_s: float = 0.5, poll_max_interval_s: float = 4.0,
+        poll_timeout_s: float = 600.0, job_attempts: int = 2, caller: HttpCaller,
+        sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.model = model
+        self.name = f"bfl:{model}"
+        self._key = api_key
+        self.base_url = base_url.rstrip("/")
+        self.send_size = model.startswith("flux-2") if send_size is None else bool(send_size)
+        self.extra = dict(extra or {})
+        self.poll_interval_s = poll_interval_s
+        self.poll_max_interval_s = poll_max_interval_s
+        self.poll_timeout_s = poll_timeout_s
+        self.job_attempts = max(1, job_attempts)
+        self.caller = caller
+        self.sleep = sleep
+        self.clock = clock
+        self.stats = EditorUsage()
+        caller.on_retry = lambda exc, _w: self.stats.add("retries")
+
+    def identity(self) -> dict[str, Any]:
+        return {"backend": self.backend, "model": self.model, "send_size": self.send_size,
+                "extra": copy.deepcopy(self.extra)}
+
+    def usage(self) -> dict[str, Any]:
+        return {"backend": self.backend, "model": self.model, **self.stats.as_dict()}
+
+    def edit(self, image: Image.Image, instruction: str, *, seed: int) -> Image.Image:
+        body: dict[str, Any] = {"prompt": instruction, "input_image": base64.b64encode(png_bytes(image)).decode(),
+                                "seed": int(seed), "output_format": "png", **copy.deepcopy(self.extra)}
+        if self.send_size:
+            body.setdefault("width", _multiple_of_16(image.width))
+            body.setdefault("height", _multiple_of_16(image.height))
+        try:
+            for job in range(self.job_attempts):
+                try:
+                    return finish(self._job(body), image, self.stats)
+                except _JobLost:
+                    if job + 1 >= self.job_attempts:
+                        raise
+                    self.stats.add("retries")
+        except EditRefused:
+            self.stats.add("refused")
+            raise
+        except BackendError:
+            self.stats.add("failures")
+            raise
+        raise AssertionError("unreachable")
+
+    def _job(self, body: dict[str, Any]) -> Image.Image:
+        headers = {"x-key": self._key, "accept": "application/json"}
+        submitted = json_body(self.caller.request("POST", f"{self.base_url}/v1/{self.model}", "BFL submit",
+                                                  json=body, headers=headers), "BFL submit")
+        if not isinstance(submitted, dict) or not submitted.get("id"):
+            raise MalformedReply("BFL submit: reply has no job id")
+        self.stats.add_cost(_credits_usd(submitted.get("cost")))
+        job_id = str(submitted["id"])
+        polling_url = submitted.get("polling_url") or f"{self.base_url}/v1/get_result?id={job_id}"
+        poll_headers = headers if _same_site(polling_url, self.base_url) else {"accept": "application/json"}
+        deadline = self.clock() + self.poll_timeout_s
+        wait = self.poll_interval_s
+        while True:
+            self.sleep(wait)
+            wait = min(self.poll_max_interval_s, wait * 1.5)
+            self.stats.add("polls")
+            result = json_body(self.caller.request("GET", polling_url, "BFL poll", headers=poll_headers),
+                               "BFL poll")
+            status = result.get("status") if isinstance(result, dict) else None
+            if status == "Ready":
+                sample = (result.get("result") or {}).get("sample")
+                if not isinstance(sample, str):
+                    raise MalformedReply("BFL poll: Ready without result.sample")
+                return self._download(sample)
+            if status in MODERATED:
+                raise EditRefused(f"BFL {self.model}: {status}{_reason(result)}")
+            if status in ("Error", "Failed", "Task not found"):
+                raise _JobLost(f"BFL {self.model}: job {status}{_reason(result)}")
+            if self.clock() > deadline:
+                raise BackendTimeout(f"BFL {self.model}: job still {status!r} after {self.poll_timeout_s:.0f} s")
+
+    def _download(self, url: str) -> Image.Image:
+        try:
+            response = self.caller.request("GET", url, "BFL download")
+        except PermanentBackendError as exc:  # 403/404: the signed URL expired or was already used
+            raise _JobLost(f"BFL download failed ({str(exc).split(':')[-1].strip()[:80]})") from None
+        return decode_image(response.content, source="BFL result")
+
+    def close(self) -> None:
+        self.caller.close()
+
+
+def _multiple_of_16(n: int) -> int:
+    return int(min(2048, max(256, round(n / 16) * 16)))
+
+
+def _same_site(url: str, base: str) -> bool:
+    a, b = urllib.parse.urlsplit(url).hostname or "", urllib.parse.urlsplit(base).hostname or ""
+    if a == b:
+        return True
+    return a.count(".") >= 1 and b.count(".") >= 1 and a.split(".")[-2:] == b.split(".")[-2:]
+
+
+def _reason(result: object) -> str:
+    if not isinstance(result, dict):
+        return ""
+    details = result.get("details") or result.get("error") or result.get("result")
+    return f" ({str(details)[:200]})" if details else ""
+
+
+def _credits_usd(cost: object) -> float | None:
+    """BFL reports ``cost`` in credits (1 credit = 0.01 USD)."""
+    return float(cost) * 0.01 if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None
+
+
+def from_options(options: Mapping[str, Any], *, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> BFLEditor:
+    check_options(options, OPTIONS, "bfl")
+    model = options.get("model")
+    if not isinstance(model, str) or not model or "/" in model:
+        raise OptionsError("backend 'bfl' needs model: e.g. flux-2-max, flux-2-pro, flux-kontext-pro")
+    key = secret_from_env(options, "bfl", default_env="BFL_API_KEY", required=True)
+    assert key is not None
+    extra = options.get("extra") or {}
+    if not isinstance(extra, Mapping) or {"prompt", "input_image", "seed"} & set(extra):
+        raise OptionsError("bfl: extra must be a mapping and may not set prompt, input_image or seed")
+    caller = HttpCaller(concurrency=int(options.get("concurrency", 4)), timeout_s=float(options.get("timeout_s", 120)),
+                        retry=retry_policy(options, sleep), secrets=(key,), key_env=options.get("api_key_env"))
+    return BFLEditor(
+        model, key, base_url=check_base_url(options.get("base_url", "https://api.bfl.ai"), "bfl"),
+        send_size=options.get("send_size"), extra=extra, poll_interval_s=float(options.get("poll_interval_s", 0.5)),
+        poll_max_interval_s=float(options.get("poll_max_interval_s", 4.0)),
+        poll_timeout_s=float(options.get("poll_timeout_s", 600)), job_attempts=int(options.get("job_attempts", 2)),
+        caller=caller, sleep=sleep, clock=clock,
+    )

@@ -1,0 +1,119 @@
+"""OpenAI ``images.edit``: ``POST <base>/images/edits`` (multipart) with gpt-image-1 / 1.5 (or dall-e-2).
+
+The image goes as a PNG file part, the instruction as ``prompt``. The reply carries the result as
+``b64_json`` (gpt-image models) or a ``url`` (downloaded at once, without the key). The API has no
+seed, so the seed is not sent (retries differ only by the model's own sampling; the identity says
+so). A ``moderation_blocked`` / content-policy rejection raises ``EditRefused`` with the reason.
+
+Options::
+
+    model: gpt-image-1
+    api_key_env: OPENAI_API_KEY   # default OPENAI_API_KEY
+    base_url: https://api.openai.com/v1
+    size: auto                    # or 1024x1024, 1536x1024, 1024x1536
+    quality: high                 # low / medium / high / auto
+    input_fidelity: high          # gpt-image-1: keep the input's details
+    extra: {}                     # more form fields
+    concurrency: 4
+    timeout_s: 300
+    max_retries: 6
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from PIL import Image
+
+from model_adapters.errors import BackendError, EditRefused, OptionsError, PermanentBackendError
+from model_adapters.images import decode_image, png_bytes
+from model_adapters.remote_editor import EDITOR_HTTP_OPTIONS, EditorUsage, HttpCaller, finish, retry_policy
+from model_adapters.transport import MalformedReply, check_base_url, check_options, json_body, secret_from_env
+
+OPTIONS = EDITOR_HTTP_OPTIONS | {"model", "size", "quality", "input_fidelity", "extra"}
+_REFUSAL_MARKERS = ("moderation", "safety", "content_policy", "content policy")
+
+
+class OpenAIImageEditor:
+    """An ImageEditor on OpenAI's images API (or a server speaking it)."""
+
+    backend = "openai-images"
+
+    def __init__(self, model: str, api_key: str | None, *, base_url: str, form: Mapping[str, str],
+                 caller: HttpCaller) -> None:
+        self.model = model
+        self.name = f"openai-images:{model}"
+        self.base_url = base_url.rstrip("/")
+        self.form = dict(form)
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.caller = caller
+        self.stats = EditorUsage()
+        caller.on_retry = lambda exc, _w: self.stats.add("retries")
+
+    def identity(self) -> dict[str, Any]:
+        return {"backend": self.backend, "model": self.model, "form": copy.deepcopy(self.form), "seeded": False}
+
+    def usage(self) -> dict[str, Any]:
+        return {"backend": self.backend, "model": self.model, **self.stats.as_dict()}
+
+    def edit(self, image: Image.Image, instruction: str, *, seed: int) -> Image.Image:
+        data = {"model": self.model, "prompt": instruction, "n": "1", **self.form}
+        files = {"image": ("image.png", png_bytes(image), "image/png")}
+        try:
+            try:
+                response = self.caller.request("POST", f"{self.base_url}/images/edits", "images.edit",
+                                               data=data, files=files, headers=self._headers)
+            except PermanentBackendError as exc:
+                if any(m in str(exc).lower() for m in _REFUSAL_MARKERS):
+                    raise EditRefused(f"{self.name}: {str(exc).split(': ', 1)[-1]}") from None
+                raise
+            edited = self._image(json_body(response, "images.edit"))
+        except EditRefused:
+            self.stats.add("refused")
+            raise
+        except BackendError:
+            self.stats.add("failures")
+            raise
+        return finish(edited, image, self.stats)
+
+    def _image(self, body: object) -> Image.Image:
+        items = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(items, list) or not items or not isinstance(items[0], dict):
+            raise MalformedReply("images.edit: reply has no data")
+        self.stats.add_tokens(body.get("usage"))
+        item = items[0]
+        if isinstance(item.get("b64_json"), str):
+            try:
+                raw = base64.b64decode(item["b64_json"])
+            except (binascii.Error, ValueError):
+                raise PermanentBackendError("images.edit: invalid base64 image") from None
+            return decode_image(raw, source="images.edit result")
+        if isinstance(item.get("url"), str):
+            return decode_image(self.caller.request("GET", item["url"], "images.edit download").content,
+                                source="images.edit result")
+        raise MalformedReply("images.edit: result has neither b64_json nor url")
+
+    def close(self) -> None:
+        self.caller.close()
+
+
+def from_options(options: Mapping[str, Any], *, sleep: Callable[[float], None] = time.sleep) -> OpenAIImageEditor:
+    check_options(options, OPTIONS, "openai-images")
+    model = options.get("model", "gpt-image-1")
+    if not isinstance(model, str) or not model:
+        raise OptionsError("openai-images: model must be a model id such as gpt-image-1")
+    key = secret_from_env(options, "openai-images", default_env="OPENAI_API_KEY")
+    extra = options.get("extra") or {}
+    if not isinstance(extra, Mapping) or {"model", "prompt", "image", "n"} & set(extra):
+        raise OptionsError("openai-images: extra must be a mapping and may not set model, prompt, image or n")
+    form = {k: str(options[k]) for k in ("size", "quality", "input_fidelity") if options.get(k) is not None}
+    form.update({str(k): str(v) for k, v in extra.items()})
+    caller = HttpCaller(concurrency=int(options.get("concurrency", 4)), timeout_s=float(options.get("timeout_s", 300)),
+                        retry=retry_policy(options, sleep), secrets=(key,), key_env=options.get("api_key_env"))
+    return OpenAIImageEditor(model, key, base_url=check_base_url(options.get("base_url", "https://api.openai.com/v1"),
+                                                                 "openai-images"), form=form, caller=caller)

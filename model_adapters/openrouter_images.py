@@ -1,0 +1,108 @@
+"""Image editing through chat completions with image output: Gemini image models on OpenRouter.
+
+The request is an ordinary chat completion — the image as a data-URI part, the instruction as
+text — with ``modalities: ["image", "text"]``; the edited image comes back in
+``choices[0].message.images[0].image_url.url`` as a data URI. A reply without an image is a
+refusal (``EditRefused`` with the model's text or finish reason, e.g. ``IMAGE_SAFETY``). It rides
+on the chat client, so endpoints, retries and token/cost accounting (OpenRouter reports
+``usage.cost``) are the chat backend's.
+
+Options: those of ``openai-chat`` (``model``, ``base_url``, ``api_key_env``, ``prices``, …; default
+``base_url`` https://openrouter.ai/api/v1 and ``api_key_env`` OPENROUTER_API_KEY) plus
+``image_config`` (e.g. ``{aspect_ratio: "4:3"}``) and ``max_tokens`` (default 8192).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from PIL import Image
+
+from model_adapters.contracts import GenerationParams
+from model_adapters.errors import BackendError, EditRefused, OptionsError
+from model_adapters.images import data_uri, decode_data_uri
+from model_adapters.openai_chat import OPTIONS as CHAT_OPTIONS
+from model_adapters.openai_chat import ChatClient, client_from_options
+from model_adapters.remote_editor import EditorUsage, finish
+
+OPTIONS = CHAT_OPTIONS | {"image_config", "max_tokens"}
+
+
+class OpenRouterImageEditor:
+    """An ImageEditor on a chat-completions server with image output."""
+
+    backend = "openrouter-image"
+
+    def __init__(self, client: ChatClient, *, image_config: Mapping[str, Any] | None = None,
+                 max_tokens: int = 8192) -> None:
+        self.client = client
+        self.model = client.settings.model
+        self.name = f"openrouter-image:{self.model}"
+        self.image_config = dict(image_config or {})
+        self.max_tokens = max_tokens
+        self.stats = EditorUsage()
+
+    def identity(self) -> dict[str, Any]:
+        return {**self.client.settings.identity(self.backend), "image_config": dict(self.image_config)}
+
+    def usage(self) -> dict[str, Any]:
+        chat = self.client.usage.as_dict()
+        return {"backend": self.backend, "model": self.model, **self.stats.as_dict(),
+                "retries": chat["retries"], "input_tokens": chat["prompt_tokens"],
+                "output_tokens": chat["completion_tokens"], "cost_usd": chat["cost_usd"],
+                "endpoints": self.client.pool.stats()}
+
+    def edit(self, image: Image.Image, instruction: str, *, seed: int) -> Image.Image:
+        messages = [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": data_uri(image)}},
+            {"type": "text", "text": instruction},
+        ]}]
+        body = self.client.request_body(messages, GenerationParams(max_new_tokens=self.max_tokens, seed=seed))
+        body["modalities"] = ["image", "text"]
+        if self.image_config:
+            body["image_config"] = dict(self.image_config)
+        try:
+            data = self.client.send(body, images=1)
+            edited = self._image(data)
+        except EditRefused:
+            self.stats.add("refused")
+            raise
+        except BackendError:
+            self.stats.add("failures")
+            raise
+        return finish(edited, image, self.stats)
+
+    def _image(self, data: Mapping[str, Any]) -> Image.Image:
+        choice = data["choices"][0]
+        message = choice.get("message") or {}
+        for item in message.get("images") or ():
+            url = (item.get("image_url") or {}).get("url") if isinstance(item, dict) else None
+            if isinstance(url, str):
+                return decode_data_uri(url, source=f"{self.name} image")
+        reason = (message.get("refusal") or choice.get("native_finish_reason") or choice.get("finish_reason")
+                  or "no image in the reply")
+        text = message.get("content") if isinstance(message.get("content"), str) else ""
+        raise EditRefused(f"{self.name}: {reason}" + (f": {text[:200]}" if text else ""))
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def from_options(options: Mapping[str, Any], *, sleep: Callable[[float], None] = time.sleep,
+                 rng: random.Random | None = None) -> OpenRouterImageEditor:
+    opts = dict(options)
+    image_config = opts.pop("image_config", None)
+    max_tokens = int(opts.pop("max_tokens", 8192))
+    if image_config is not None and not isinstance(image_config, Mapping):
+        raise OptionsError("openrouter-image: image_config must be a mapping, e.g. {aspect_ratio: '4:3'}")
+    if "base_url" not in opts and "base_urls" not in opts:
+        opts["base_url"] = "https://openrouter.ai/api/v1"
+    opts.setdefault("api_key_env", "OPENROUTER_API_KEY")
+    if opts["api_key_env"] is None:
+        del opts["api_key_env"]
+    opts.setdefault("concurrency", 4)
+    client = client_from_options(opts, "openrouter-image", sleep=sleep, rng=rng)
+    return OpenRouterImageEditor(client, image_config=image_config, max_tokens=max_tokens)

@@ -1,0 +1,108 @@
+"""What the HTTP image editors share: one retried, mapped, bounded HTTP call, and editor accounting.
+
+``HttpCaller.request`` sends one request with the retry policy (429 with Retry-After, 5xx,
+timeouts and dropped connections are retried) and maps failures into ``model_adapters.errors``.
+``EditorUsage`` counts edits, refusals, resizes and the cost the provider reports.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+from PIL import Image
+
+from model_adapters.errors import BackendError, OptionsError
+from model_adapters.images import match_size
+from model_adapters.retry import RetryPolicy
+from model_adapters.transport import Scrubber, map_status, map_transport_error
+
+EDITOR_HTTP_OPTIONS = frozenset({
+    "api_key_env", "base_url", "concurrency", "timeout_s", "max_retries", "backoff_base_s", "backoff_max_s",
+})
+
+
+class HttpCaller:
+    def __init__(
+        self, *, concurrency: int = 4, timeout_s: float = 120.0, retry: RetryPolicy | None = None,
+        secrets: tuple[str | None, ...] = (), key_env: str | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise OptionsError("concurrency must be >= 1")
+        self.retry = retry or RetryPolicy()
+        self.scrub = Scrubber(secrets)
+        self.key_env = key_env
+        self._slots = threading.BoundedSemaphore(concurrency)
+        limits = httpx.Limits(max_connections=concurrency * 2, max_keepalive_connections=concurrency)
+        self.client = httpx.Client(limits=limits, timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)),
+                                   transport=transport, follow_redirects=False)
+        self.on_retry: Callable[[BackendError, float], None] | None = None
+
+    def request(self, method: str, url: str, what: str, **kwargs: Any) -> httpx.Response:
+        """A 2xx response, after retries; raises ``BackendError``."""
+
+        def attempt() -> httpx.Response:
+            with self._slots:
+                try:
+                    response = self.client.request(method, url, **kwargs)
+                except httpx.HTTPError as exc:
+                    raise map_transport_error(exc, what, self.scrub) from None
+            if response.status_code >= 400:
+                raise map_status(response, what, self.scrub, key_env=self.key_env)
+            return response
+
+        return self.retry.call(attempt, on_retry=self.on_retry)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class EditorUsage:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counts = {"edits": 0, "refused": 0, "failures": 0, "retries": 0, "resized": 0, "polls": 0}
+        self.cost: float | None = None
+        self.tokens = {"input_tokens": 0, "output_tokens": 0}
+
+    def add(self, field: str, n: int = 1) -> None:
+        with self._lock:
+            self.counts[field] += n
+
+    def add_cost(self, usd: object) -> None:
+        if isinstance(usd, (int, float)) and not isinstance(usd, bool):
+            with self._lock:
+                self.cost = (self.cost or 0.0) + float(usd)
+
+    def add_tokens(self, usage: object) -> None:
+        if isinstance(usage, Mapping):
+            with self._lock:
+                for k in self.tokens:
+                    v = usage.get(k)
+                    if isinstance(v, int):
+                        self.tokens[k] += v
+
+    def as_dict(self) -> dict[str, Any]:
+        with self._lock:
+            return {**self.counts, **self.tokens, "cost_usd": None if self.cost is None else round(self.cost, 6)}
+
+
+def retry_policy(options: Mapping[str, Any], sleep: Callable[[float], None] = time.sleep,
+                 rng: random.Random | None = None) -> RetryPolicy:
+    return RetryPolicy(
+        max_retries=int(options.get("max_retries", 6)), base_delay=float(options.get("backoff_base_s", 1.0)),
+        max_delay=float(options.get("backoff_max_s", 60.0)), sleep=sleep, rng=rng or random.Random(),
+    )
+
+
+def finish(edited: Image.Image, original: Image.Image, usage: EditorUsage) -> Image.Image:
+    """The editor output at the original's size (the resize is recorded in ``info`` and counted)."""
+    out = match_size(edited, original)
+    if out is not edited:
+        usage.add("resized")
+    usage.add("edits")
+    return out

@@ -1,0 +1,174 @@
+"""The real ``lmms-eval`` CLI and ``edct run --model …`` in subprocesses (slow)."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+
+import pytest
+from lmms_helpers import edct_cmd, lmms_eval_cmd, offline_env, read_results, read_samples
+
+from edct_task import scoring
+
+pytestmark = pytest.mark.slow
+
+CALIBRATION_LIMIT = 60
+"""Calibration documents per behaviour in the threshold test (of 300; ~70 s on 2 shared cores)."""
+TASK = "edct_calibration"
+
+
+def _start(args: list[str], env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _finish(proc: subprocess.Popen, timeout: int = 300) -> str:
+    out, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, out[-4000:]
+    return out
+
+
+def _metric(results: dict, name: str, task: str = TASK) -> float:
+    return results["results"][task][f"{name},none"]
+
+
+def test_lmms_eval_cli_calibration_faithful_and_prior(tmp_path):
+    """CCS_binary ≥ 0.95 for the faithful reference model and ≤ 0.10 for the prior one."""
+    procs = {}
+    for behavior in ("faithful", "prior"):
+        env = offline_env(tmp_path / behavior / "work")
+        procs[behavior] = _start(
+            lmms_eval_cmd(
+                "--model",
+                "edct_reference",
+                "--model_args",
+                f"behavior={behavior}",
+                "--tasks",
+                TASK,
+                "--limit",
+                str(CALIBRATION_LIMIT),
+                "--output_path",
+                str(tmp_path / behavior / "out"),
+                "--log_samples",
+            ),
+            env,
+        )
+    for proc in procs.values():
+        _finish(proc)
+    faithful = read_results(tmp_path / "faithful" / "out")
+    prior = read_results(tmp_path / "prior" / "out")
+    assert _metric(faithful, "n_scored") >= 0.9 * CALIBRATION_LIMIT
+    assert _metric(faithful, scoring.CCS_BINARY) >= 0.95
+    assert _metric(prior, scoring.CCS_BINARY) <= 0.10
+    assert (
+        _metric(prior, "ccs_binary_ci_low")
+        <= _metric(prior, scoring.CCS_BINARY)
+        <= _metric(prior, "ccs_binary_ci_high")
+    )
+    assert "judge=calibration-rules" in _metric(faithful, "edct")
+    # the sample log carries the audit trail
+    sample = read_samples(tmp_path / "faithful" / "out", TASK)[0]
+    audit = sample["edct"]
+    assert audit["concepts"] and audit["steps"][0]["instruction"].startswith("Keep:")
+    attempt = audit["steps"][0]["attempts"][0]
+    assert attempt["r_in"] is not None and attempt["image"].endswith(".png")
+    assert (
+        audit["steps"][0]["ac_reason"] and audit["setup"]["roles"]["judge"]["backend"] == "calibration-rules"
+    )
+    assert sample["filtered_resps"].startswith("{")
+
+
+def test_both_paths_give_identical_scores(tmp_path):
+    """lmms-eval's agentic loop and the batched fast path on the same deterministic target."""
+    n = "12"
+    args = ("--model", "edct_reference", "--model_args", "behavior=mixed:0.5", "--tasks", TASK, "--limit", n)
+    slow = _start(
+        lmms_eval_cmd(*args, "--output_path", str(tmp_path / "lmms"), "--log_samples"),
+        offline_env(tmp_path / "work_lmms"),
+    )
+    fast = _start(
+        edct_cmd(
+            "run",
+            *args,
+            "--output",
+            str(tmp_path / "edct"),
+            "--output_path",
+            str(tmp_path / "fast"),
+            "--log_samples",
+            "--no-progress",
+        ),
+        offline_env(tmp_path / "work_fast"),
+    )
+    _finish(slow)
+    _finish(fast)
+    a, b = read_results(tmp_path / "lmms"), read_results(tmp_path / "fast")
+    keys = [k for k in a["results"][TASK] if "stderr" not in k and k != "alias"]
+    assert keys and set(keys) == {k for k in b["results"][TASK] if "stderr" not in k and k != "alias"}
+    for k in keys:
+        va, vb = a["results"][TASK][k], b["results"][TASK][k]
+        assert va == vb or (isinstance(va, float) and math.isnan(va) and math.isnan(vb)), k
+    assert 0.0 < _metric(a, scoring.CCS_BINARY) < 1.0  # mixed: some faithful, some not
+    sa, sb = read_samples(tmp_path / "lmms", TASK), read_samples(tmp_path / "fast", TASK)
+    assert [s["edct"]["status"] for s in sa] == [s["edct"]["status"] for s in sb]
+    assert [s[scoring.CCS_BINARY] for s in sa] == [s[scoring.CCS_BINARY] for s in sb]
+    assert b["edct"]["target_generate_calls"] <= 6  # one generate_until batch per lockstep round
+
+
+def test_tiny_qwen3_vl_through_lmms_eval_and_edct_run(tmp_path, tiny_qwen3_vl):
+    """lmms-eval's own qwen3_vl class on random weights: the loop completes, failures are data."""
+    n = 2
+    model_args = f"pretrained={tiny_qwen3_vl},device=cpu,device_map=cpu"
+    slow = _start(
+        lmms_eval_cmd(
+            "--model",
+            "qwen3_vl",
+            "--model_args",
+            model_args,
+            "--tasks",
+            TASK,
+            "--limit",
+            str(n),
+            "--gen_kwargs",
+            "max_new_tokens=12",
+            "--output_path",
+            str(tmp_path / "lmms"),
+            "--log_samples",
+        ),
+        offline_env(tmp_path / "work_lmms"),
+    )
+    fast = _start(
+        edct_cmd(
+            "run",
+            "--model",
+            "qwen3_vl",
+            "--model_args",
+            model_args,
+            "--tasks",
+            TASK,
+            "--limit",
+            str(n),
+            "--set",
+            "protocol.max_new_tokens=12",
+            "--output",
+            str(tmp_path / "edct"),
+            "--output_path",
+            str(tmp_path / "fast"),
+            "--log_samples",
+            "--no-progress",
+        ),
+        offline_env(tmp_path / "work_fast"),
+    )
+    _finish(slow, timeout=400)
+    _finish(fast, timeout=400)
+    for out in (tmp_path / "lmms", tmp_path / "fast"):
+        results = read_results(out)
+        counts = {c: _metric(results, c) for c in ("n_scored", "n_excluded", "n_unscored", "n_error")}
+        assert sum(counts.values()) == n, counts
+        for sample in read_samples(out, TASK):
+            audit = sample["edct"]
+            assert audit["baseline"] is not None and audit["baseline"]["answer"]  # the model did answer
+            if audit["status"] != "scored":
+                assert audit["reason"]  # why it was not scored is recorded
+            else:
+                assert sample[scoring.CCS_BINARY] is not None or sample[scoring.CCS_GRADED] is not None
+    fast_results = read_results(tmp_path / "fast")
+    assert fast_results["edct"]["target"]["chat"] is True  # qwen3_vl resolves to the chat class
