@@ -3,6 +3,9 @@
 ``edct demo``                 the calibration benchmark with reference backends, offline
 ``edct run --config FILE``    roles → backends from a YAML file (``--set key=value`` overrides)
 ``edct backends``             the registered backends per role kind
+``edct verify A B --instruction …``   localised edit verification of one image pair (Algorithm 1)
+``edct build-bench --okvqa-questions … --out DIR``   the EDCT-Bench dataset from local source copies
+``edct export-counterfactuals RUN_DIR --out DIR``    verified counterfactual pairs as training data
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import logging
 import sys
 from pathlib import Path
 
+from edct_task.bench_data.format import BenchDataError
 from edct_task.roles import ConfigError
 
 
@@ -63,6 +67,14 @@ def build_parser() -> argparse.ArgumentParser:
     stab.add_argument("runs", nargs="+", type=Path, help="output folders (or results.json files) of the runs")
 
     sub.add_parser("backends", help="list registered backends")
+
+    from verification.cli import add_verify_parser
+
+    add_verify_parser(sub)
+
+    from edct_task.bench_data.cli import add_bench_parsers
+
+    add_bench_parsers(sub)
     return parser
 
 
@@ -74,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         return _dispatch(args)
     except ConfigError as exc:
         print(f"edct: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except BenchDataError as exc:
+        print(f"edct: data error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("edct: interrupted; finished calls are cached, rerun the same command to resume", file=sys.stderr)
@@ -90,6 +105,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "stability":
         return _stability(args.runs)
+    if args.command == "verify":
+        from verification.cli import run_verify
+
+        return run_verify(args)
+    if args.command in ("build-bench", "export-counterfactuals"):
+        from edct_task.bench_data.cli import run_bench_command
+
+        return run_bench_command(args)
     if args.command == "demo":
         out = args.output or Path("runs") / f"demo-{args.behavior.replace(':', '_')}"
         base = cfg.calibration_config(args.behavior, n=args.samples, output_dir=out).model_dump(mode="json")

@@ -27,7 +27,13 @@ class _Section(BaseModel):
 
 
 class DataSection(_Section):
-    source: Literal["calibration"] = Field("calibration", description="Where samples come from.")
+    source: Literal["calibration", "dataset"] = Field(
+        "calibration", description="Where samples come from: the calibration world, or an EDCT-Bench dataset."
+    )
+    path: str | None = Field(
+        None,
+        description="dataset: a folder written by `edct build-bench` or a hub id (default $EDCT_BENCH_DATA).",
+    )
     n: int = Field(300, ge=1, description="Number of calibration samples.")
     seed: int = Field(0, description="Calibration world seed.")
     limit: int | None = Field(None, ge=1, description="Use only the first N samples.")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from model_adapters.contracts import ImageEditor, TextModel, VisionChatModel
+from model_adapters.errors import OptionsError
 from verification.localization import MaskProvider
 
 Options = Mapping[str, Any]
@@ -157,7 +158,10 @@ def build_roles(specs: Mapping[str, RoleSpec], *, require_target: bool = True) -
                 f"role {role!r}: unknown backend {spec.backend!r}; {kind} backends: "
                 f"{', '.join(sorted(REGISTRY[kind]))}"
             )
-        built[role] = factory(spec.options)
+        try:
+            built[role] = factory(spec.options)
+        except OptionsError as exc:
+            raise ConfigError(f"role {role!r} (backend {spec.backend!r}): {exc}") from None
     return Roles(**built)
 
 

@@ -38,6 +38,11 @@ class RunOutcome:
 
 def load_samples(data: DataSection, images: ImageStore) -> list[SampleInput]:
     """The benchmark items, images put in the store."""
+    if data.source == "dataset":
+        from edct_task.bench_data import bench_samples
+
+        items = bench_samples(data.path, images)
+        return items[: data.limit] if data.limit else items
     from edct_task.calibration import generate_samples
 
     out = []

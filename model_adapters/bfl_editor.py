@@ -44,7 +44,7 @@ from model_adapters.errors import (
 from model_adapters.errors import Timeout as BackendTimeout
 from model_adapters.images import decode_image, png_bytes
 from model_adapters.remote_editor import EDITOR_HTTP_OPTIONS, EditorUsage, HttpCaller, finish, retry_policy
-from model_adapters.transport import MalformedReply, check_base_url, check_options, json_body, secret_from_env
+from model_adapters.transport import MalformedReply, check_base_url, check_options, secret_from_env
 
 OPTIONS = EDITOR_HTTP_OPTIONS | {
     "model", "send_size", "extra", "poll_interval_s", "poll_max_interval_s", "poll_timeout_s", "job_attempts",
@@ -114,8 +114,8 @@ class BFLEditor:
 
     def _job(self, body: dict[str, Any]) -> Image.Image:
         headers = {"x-key": self._key, "accept": "application/json"}
-        submitted = json_body(self.caller.request("POST", f"{self.base_url}/v1/{self.model}", "BFL submit",
-                                                  json=body, headers=headers), "BFL submit")
+        submitted = self.caller.request_json("POST", f"{self.base_url}/v1/{self.model}", "BFL submit",
+                                             json=body, headers=headers)
         if not isinstance(submitted, dict) or not submitted.get("id"):
             raise MalformedReply("BFL submit: reply has no job id")
         self.stats.add_cost(_credits_usd(submitted.get("cost")))
@@ -128,8 +128,7 @@ class BFLEditor:
             self.sleep(wait)
             wait = min(self.poll_max_interval_s, wait * 1.5)
             self.stats.add("polls")
-            result = json_body(self.caller.request("GET", polling_url, "BFL poll", headers=poll_headers),
-                               "BFL poll")
+            result = self.caller.request_json("GET", polling_url, "BFL poll", headers=poll_headers)
             status = result.get("status") if isinstance(result, dict) else None
             if status == "Ready":
                 sample = (result.get("result") or {}).get("sample")

@@ -44,6 +44,12 @@ def _openrouter_image_editor(options: Mapping[str, Any]) -> Any:
     return from_options(options)
 
 
+def _diffusers_editor(options: Mapping[str, Any]) -> Any:
+    from model_adapters.diffusers_editor import from_options
+
+    return from_options(options)
+
+
 FACTORIES: dict[str, dict[str, Factory]] = {
     "target": {"openai-chat": _openai_chat_target},
     "text": {"openai-chat": _openai_chat_text},
@@ -51,5 +57,6 @@ FACTORIES: dict[str, dict[str, Factory]] = {
         "bfl": _bfl_editor,
         "openai-images": _openai_images_editor,
         "openrouter-image": _openrouter_image_editor,
+        "diffusers": _diffusers_editor,
     },
 }

@@ -33,7 +33,7 @@ from PIL import Image
 from model_adapters.errors import BackendError, EditRefused, OptionsError, PermanentBackendError
 from model_adapters.images import decode_image, png_bytes
 from model_adapters.remote_editor import EDITOR_HTTP_OPTIONS, EditorUsage, HttpCaller, finish, retry_policy
-from model_adapters.transport import MalformedReply, check_base_url, check_options, json_body, secret_from_env
+from model_adapters.transport import MalformedReply, check_base_url, check_options, secret_from_env
 
 OPTIONS = EDITOR_HTTP_OPTIONS | {"model", "size", "quality", "input_fidelity", "extra"}
 _REFUSAL_MARKERS = ("moderation", "safety", "content_policy", "content policy")
@@ -66,13 +66,13 @@ class OpenAIImageEditor:
         files = {"image": ("image.png", png_bytes(image), "image/png")}
         try:
             try:
-                response = self.caller.request("POST", f"{self.base_url}/images/edits", "images.edit",
-                                               data=data, files=files, headers=self._headers)
+                body = self.caller.request_json("POST", f"{self.base_url}/images/edits", "images.edit",
+                                                data=data, files=files, headers=self._headers)
             except PermanentBackendError as exc:
                 if any(m in str(exc).lower() for m in _REFUSAL_MARKERS):
                     raise EditRefused(f"{self.name}: {str(exc).split(': ', 1)[-1]}") from None
                 raise
-            edited = self._image(json_body(response, "images.edit"))
+            edited = self._image(body)
         except EditRefused:
             self.stats.add("refused")
             raise

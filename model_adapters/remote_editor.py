@@ -19,7 +19,7 @@ from PIL import Image
 from model_adapters.errors import BackendError, OptionsError
 from model_adapters.images import match_size
 from model_adapters.retry import RetryPolicy
-from model_adapters.transport import Scrubber, map_status, map_transport_error
+from model_adapters.transport import Scrubber, json_body, map_status, map_transport_error
 
 EDITOR_HTTP_OPTIONS = frozenset({
     "api_key_env", "base_url", "concurrency", "timeout_s", "max_retries", "backoff_base_s", "backoff_max_s",
@@ -46,17 +46,26 @@ class HttpCaller:
     def request(self, method: str, url: str, what: str, **kwargs: Any) -> httpx.Response:
         """A 2xx response, after retries; raises ``BackendError``."""
 
-        def attempt() -> httpx.Response:
-            with self._slots:
-                try:
-                    response = self.client.request(method, url, **kwargs)
-                except httpx.HTTPError as exc:
-                    raise map_transport_error(exc, what, self.scrub) from None
-            if response.status_code >= 400:
-                raise map_status(response, what, self.scrub, key_env=self.key_env)
-            return response
+        return self.retry.call(lambda: self._once(method, url, what, **kwargs), on_retry=self.on_retry)
+
+    def request_json(self, method: str, url: str, what: str, **kwargs: Any) -> Any:
+        """Like ``request`` but decodes the JSON reply inside the retried attempt (a malformed
+        reply is retried like a 5xx)."""
+
+        def attempt() -> Any:
+            return json_body(self._once(method, url, what, **kwargs), what)
 
         return self.retry.call(attempt, on_retry=self.on_retry)
+
+    def _once(self, method: str, url: str, what: str, **kwargs: Any) -> httpx.Response:
+        with self._slots:
+            try:
+                response = self.client.request(method, url, **kwargs)
+            except httpx.HTTPError as exc:
+                raise map_transport_error(exc, what, self.scrub) from None
+        if response.status_code >= 400:
+            raise map_status(response, what, self.scrub, key_env=self.key_env)
+        return response
 
     def close(self) -> None:
         self.client.close()

@@ -5,6 +5,7 @@ arrays; ``check_edit`` is the PIL-level entry point that returns an ``EditCheck`
 """
 
 from verification.alignment import Alignment, AlignmentParams, AlignmentReport, align_images, match_size
+from verification.cascade_detector import CascadeDetector
 from verification.change_map import ChangeMap, ChangeMapParams, change_map, local_ssim
 from verification.check import (
     CHECK_SCHEMA_VERSION,
@@ -14,6 +15,8 @@ from verification.check import (
     check_edit,
     image_to_rgb_array,
 )
+from verification.detect_and_segment import DetectAndSegment, FixedBoxDetector
+from verification.detection import Detections, Detector, finalize_detections, normalize_target
 from verification.edit_parsing import EditTarget, rule_based_edit_target
 from verification.gate import GateOutcome, GateParams, GateResult, GateVerdict, evaluate_gate, gate_decision
 from verification.localization import Box, Localization, MaskProvider
@@ -27,6 +30,9 @@ from verification.masks import (
     resize_mask,
     validate_mask,
 )
+from verification.sam2_segmenter import Sam2Segmenter
+from verification.segmentation import BoxSegmenter, GrabCutSegmenter, Segmenter
+from verification.zero_shot_detector import ZeroShotDetector
 
 __all__ = [
     "CHECK_SCHEMA_VERSION",
@@ -36,18 +42,28 @@ __all__ = [
     "AlignmentReport",
     "Box",
     "BoxMaskProvider",
+    "BoxSegmenter",
+    "CascadeDetector",
     "ChangeMap",
     "ChangeMapParams",
+    "DetectAndSegment",
+    "Detections",
+    "Detector",
     "EditCheck",
     "EditTarget",
+    "FixedBoxDetector",
     "GateOutcome",
     "GateParams",
     "GateResult",
     "GateVerdict",
+    "GrabCutSegmenter",
     "Localization",
     "MaskProvider",
+    "Sam2Segmenter",
+    "Segmenter",
     "StaticMaskProvider",
     "Verdict",
+    "ZeroShotDetector",
     "align_images",
     "boxes_to_mask",
     "change_map",
@@ -55,11 +71,13 @@ __all__ = [
     "dilate_mask",
     "dilation_radius",
     "evaluate_gate",
+    "finalize_detections",
     "gate_decision",
     "image_to_rgb_array",
     "local_ssim",
     "mask_fraction",
     "match_size",
+    "normalize_target",
     "resize_mask",
     "rule_based_edit_target",
     "validate_mask",

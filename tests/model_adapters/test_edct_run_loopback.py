@@ -88,3 +88,44 @@ def test_loopback_run_with_faults_matches_the_in_process_run(reference, tmp_path
     written = [p for p in (tmp_path / "loopback").rglob("*") if p.is_file()]
     assert written and not [p for p in written if needle in p.read_bytes()]
     assert "EDCT_LOOPBACK_KEY" in (tmp_path / "loopback" / "results.json").read_text()  # the name is fine
+
+
+N_EDIT = 30
+
+
+def _editor_role(kind: str, url: str) -> dict:
+    common = {"api_key_env": "EDCT_LOOPBACK_KEY", "backoff_base_s": 0.001, "backoff_max_s": 0.01,
+              "timeout_s": 0.3, "concurrency": 8}
+    if kind == "bfl":
+        return {"backend": "bfl", "model": "flux-2-max", "base_url": url, "poll_interval_s": 0.001,
+                "poll_max_interval_s": 0.002, **common}
+    if kind == "openai-images":
+        return {"backend": "openai-images", "model": "gpt-image-1", "base_url": url + "/v1", **common}
+    return {"backend": "openrouter-image", "model": "google/gemini-3-pro-image-preview", "base_url": url + "/v1",
+            **common}
+
+
+@pytest.mark.parametrize("kind", ["bfl", "openai-images", "openrouter-image"])
+def test_http_editors_with_faults_give_the_reference_records(kind, reference, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("EDCT_LOOPBACK_KEY", KEY)
+    faults = FaultPlan(rate=0.2, max_consecutive=2, stall_s=0.6)
+    with Loopback(CalibrationWorld(BEHAVIOR), faults=faults, api_key=KEY) as server:
+        config = _config(tmp_path / kind, {"editor": _editor_role(kind, server.url)}, reference.output_dir / "cache")
+        config.data.limit = N_EDIT
+        outcome = run(config)
+    assert [_essentials(r) for r in outcome.records] == [_essentials(r) for r in reference.records[:N_EDIT]]
+    assert outcome.results["calls"]["calls"]["edit"] > 0 and sum(faults.injected.values()) > 0
+    needle = KEY.encode()
+    assert not [p for p in (tmp_path / kind).rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+def test_moderated_edits_are_recorded_failures_with_their_reason(reference, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("EDCT_LOOPBACK_KEY", KEY)
+    with Loopback(CalibrationWorld(BEHAVIOR), api_key=KEY, moderate=0.3) as server:
+        config = _config(tmp_path / "moderated", {"editor": _editor_role("bfl", server.url)})
+        config.data.limit = 20
+        outcome = run(config)
+    failures = [a.failure for r in outcome.records for s in r.steps for a in s.attempts if a.failure]
+    refused = [f for f in failures if "edit_refused: BFL flux-2-max: Request Moderated" in f]
+    assert refused, failures
+    assert outcome.results["calls"]["failures"].get("edit", 0) >= len(refused)

@@ -1,0 +1,243 @@
+"""``edct export-counterfactuals``: the verified counterfactual pairs of a run as training data (SPEC §7).
+
+A pair is one chain step that passed localised edit verification: the sample's original image
+and the verified edited image after edits 1..j, the question, the original answer and
+explanation, the re-query answer and explanation on the edited image, the cumulative edit
+instructions, and the judge's scores for that step. Steps that failed verification (or were
+never verified) are not exported; the export manifest counts them.
+
+Output folder:
+
+``dataset/``                 ``datasets`` ``save_to_disk`` folder, one row per pair (``FEATURES``)
+``counterfactuals.jsonl``    chat fine-tuning format, one line per pair that has a re-query answer:
+                             ``messages`` (system?, user [image, text], assistant [text]) on the
+                             edited image with the re-query answer; ``original_messages`` the same on
+                             the original image with the original answer; plus the pair fields
+``images/<sample>/``         ``original.png`` and ``step<j>.png`` referenced by the JSONL
+``export_manifest.json``     run folder, counts, what was left out and why
+
+The assistant turn is the *target model's* answer on the counterfactual, not a gold label:
+filter on ``answer_consistent`` (the judge's AC_j) — or pass ``consistent_only`` — to keep only
+answers the judge found consistent with the edit.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edct_task.bench_data.format import BenchDataError
+from edct_task.bench_data.output import write_folder
+from edct_task.records import SampleRecord
+
+EXPORT_VERSION = 1
+JSONL_NAME = "counterfactuals.jsonl"
+DATASET_DIR = "dataset"
+MANIFEST_NAME = "export_manifest.json"
+
+
+def features() -> Any:
+    import datasets
+
+    text = datasets.Value("string")
+    num = datasets.Value("int32")
+    return datasets.Features(
+        {
+            "id": text,
+            "sample_id": text,
+            "domain": text,
+            "step": num,
+            "question": text,
+            "system_prompt": text,
+            "original_image": datasets.Image(),
+            "edited_image": datasets.Image(),
+            "original_answer": text,
+            "original_explanation": text,
+            "new_answer": text,
+            "new_explanation": text,
+            "instruction": text,
+            "instructions": datasets.List(text),
+            "concepts": datasets.List(text),
+            "answer_consistent": num,
+            "explanation_faithful": num,
+            "graded": num,
+            "r_in": datasets.Value("float64"),
+            "r_out": datasets.Value("float64"),
+            "sample_status": text,
+        }
+    )
+
+
+@dataclass
+class ExportResult:
+    path: Path
+    pairs: int
+    chat_lines: int
+    manifest: dict[str, Any]
+
+
+def read_run(run_dir: Path) -> list[SampleRecord]:
+    """The sample records of an ``edct run`` output folder."""
+    path = Path(run_dir) / "samples.jsonl"
+    if not path.is_file():
+        raise BenchDataError(f"{path}: not found ({run_dir} is not an `edct run` output folder)")
+    records = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(SampleRecord.model_validate_json(line))
+        except ValueError as exc:
+            raise BenchDataError(f"{path}:{n}: not a sample record ({str(exc).splitlines()[0]})") from None
+    return records
+
+
+def _safe(name: str) -> str:  # the folder names of edct_task.runner.write_outputs
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def collect_pairs(
+    run_dir: Path, *, consistent_only: bool = False
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Pair rows (image fields are file paths) and the counts of steps left out, by reason."""
+    run_dir = Path(run_dir)
+    pairs: list[dict[str, Any]] = []
+    left_out = {"not_verified": 0, "inconsistent_answer": 0}
+    for record in read_run(run_dir):
+        folder = run_dir / "images" / _safe(record.sample.id)
+        instructions: list[str] = []
+        for step in record.steps:
+            instructions.append(step.instruction.as_text())
+            attempt = next((a for a in step.attempts if a.passed and a.image == step.image), None)
+            if not step.verified or step.image is None or attempt is None:
+                left_out["not_verified"] += 1
+                continue
+            ac = step.binary.ac if step.binary else None
+            if consistent_only and ac != 1:
+                left_out["inconsistent_answer"] += 1
+                continue
+            original = folder / "original.png"
+            edited = folder / f"step{step.index}_attempt{attempt.attempt + 1}.png"
+            for p in (original, edited):
+                if not p.is_file():
+                    raise BenchDataError(
+                        f"{p}: image of sample {record.sample.id} not found in the run folder"
+                    )
+            baseline, requery = record.baseline, step.requery
+            pairs.append(
+                {
+                    "id": f"{record.sample.id}-step{step.index}",
+                    "sample_id": record.sample.id,
+                    "domain": record.sample.domain,
+                    "step": step.index,
+                    "question": record.sample.question,
+                    "system_prompt": record.sample.system_prompt or "",
+                    "original_image": str(original),
+                    "edited_image": str(edited),
+                    "original_answer": baseline.answer if baseline else None,
+                    "original_explanation": baseline.explanation if baseline else None,
+                    "new_answer": requery.answer if requery else None,
+                    "new_explanation": requery.explanation if requery else None,
+                    "instruction": instructions[-1],
+                    "instructions": list(instructions),
+                    "concepts": list(record.concepts.concepts) if record.concepts else [],
+                    "answer_consistent": ac,
+                    "explanation_faithful": step.binary.ef if step.binary else None,
+                    "graded": step.graded.score if step.graded else None,
+                    "r_in": attempt.check.r_in if attempt.check else None,
+                    "r_out": attempt.check.r_out if attempt.check else None,
+                    "sample_status": record.status,
+                }
+            )
+    return pairs, left_out
+
+
+def chat_messages(system_prompt: str, image: str, question: str, answer: str) -> list[dict[str, Any]]:
+    """One chat fine-tuning example: optional system turn, user (image + question), assistant (answer)."""
+    messages: list[dict[str, Any]] = []
+    if system_prompt:
+        messages.append({"role": "system", "content": [{"type": "text", "text": system_prompt}]})
+    messages.append(
+        {"role": "user", "content": [{"type": "image", "image": image}, {"type": "text", "text": question}]}
+    )
+    messages.append({"role": "assistant", "content": [{"type": "text", "text": answer}]})
+    return messages
+
+
+def export_counterfactuals(
+    run_dir: Path, out: Path, *, consistent_only: bool = False, overwrite: bool = False
+) -> ExportResult:
+    """Write the verified pairs of ``run_dir`` to ``out`` (dataset, chat JSONL, images, manifest)."""
+    pairs, left_out = collect_pairs(run_dir, consistent_only=consistent_only)
+    chat_lines = 0
+
+    def write(tmp: Path) -> None:
+        nonlocal chat_lines
+        import datasets
+
+        lines = []
+        for p in pairs:
+            folder = Path("images") / _safe(p["sample_id"])
+            (tmp / folder).mkdir(parents=True, exist_ok=True)
+            original, edited = folder / "original.png", folder / f"step{p['step']}.png"
+            if not (tmp / original).exists():
+                shutil.copyfile(p["original_image"], tmp / original)
+            shutil.copyfile(p["edited_image"], tmp / edited)
+            if p["new_answer"] is None:
+                continue
+            fields = {k: v for k, v in p.items() if k not in ("original_image", "edited_image")}
+            lines.append(
+                json.dumps(
+                    {
+                        **fields,
+                        "original_image": original.as_posix(),
+                        "edited_image": edited.as_posix(),
+                        "messages": chat_messages(
+                            p["system_prompt"], edited.as_posix(), p["question"], p["new_answer"]
+                        ),
+                        "original_messages": chat_messages(
+                            p["system_prompt"], original.as_posix(), p["question"], p["original_answer"] or ""
+                        ),
+                    },
+                    ensure_ascii=False,
+                )
+            )
+        chat_lines = len(lines)
+        (tmp / JSONL_NAME).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        ds = datasets.Dataset.from_list(
+            [
+                {
+                    **p,
+                    "original_image": {
+                        "bytes": Path(p["original_image"]).read_bytes(),
+                        "path": "original.png",
+                    },
+                    "edited_image": {
+                        "bytes": Path(p["edited_image"]).read_bytes(),
+                        "path": f"step{p['step']}.png",
+                    },
+                }
+                for p in pairs
+            ],
+            features=features(),
+        )
+        ds.save_to_disk(str(tmp / DATASET_DIR))
+        manifest["chat_lines"] = chat_lines
+        manifest["no_requery_answer"] = len(pairs) - chat_lines
+        (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+
+    manifest: dict[str, Any] = {
+        "export_version": EXPORT_VERSION,
+        "run_dir": str(Path(run_dir).absolute()),
+        "pairs": len(pairs),
+        "left_out": left_out,
+        "consistent_only": consistent_only,
+        "chat_format": (
+            "messages: system?, user [image, text], assistant [text]; image paths relative to this folder"
+        ),
+    }
+    path = write_folder(Path(out), write, overwrite=overwrite)
+    return ExportResult(path, len(pairs), chat_lines, manifest)

@@ -1,0 +1,242 @@
+"""The EDCT-Bench dataset format: one Hugging Face ``datasets.Dataset``, saved with ``save_to_disk``.
+
+Columns (``FEATURES``):
+
+``id``             unique benchmark id, ``<domain>-<source id>`` (e.g. ``okvqa-2971475``)
+``domain``         ``okvqa``, ``drivelm`` or ``3dsr`` (the per-domain lmms-eval tasks filter on it)
+``question``       the text sent to the target VLM (3DSRBench: question and lettered options)
+``system_prompt``  sent before the question; ``""`` when there is none (DriveLM: the ego-vehicle prompt)
+``source``         the source dataset (``OK-VQA``, ``DriveLM-nuScenes``, ``3DSRBench``)
+``source_id``      the item's id in its source (question id; frame token + QA position; table index)
+``metadata``       a JSON object *as a string* (``json.loads`` it): source fields kept for audit
+                   (gold answers, categories, image file name, image sha256). A string rather than
+                   a struct so that the three domains, whose fields differ, share one schema.
+``image``          ``datasets.Image()``: the source file's bytes, unchanged (JPEG or PNG)
+
+The build writes ``MANIFEST_NAME`` next to the dataset files: sources and their sha256, the
+rules applied and how many items each removed, counts, seed and format version.
+
+Where the data lives is named by ``$EDCT_BENCH_DATA`` (a local folder or a hub id) or, for
+``edct run``, by ``data: {source: dataset, path: …}``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+FORMAT_NAME = "edct-bench"
+FORMAT_VERSION = 1
+"""Bumped whenever a column, the metadata keys or a selection rule changes meaning."""
+DOMAINS = ("okvqa", "drivelm", "3dsr")
+DEFAULT_COUNTS = {"okvqa": 160, "drivelm": 80, "3dsr": 60}
+"""SPEC §5: 160 OK-VQA, 80 DriveLM, 60 3DSRBench items."""
+ENV_DATA = "EDCT_BENCH_DATA"
+"""Environment variable naming the dataset for the ``edct_bench*`` lmms-eval tasks."""
+MANIFEST_NAME = "edct_manifest.json"
+COLUMNS = ("id", "domain", "question", "system_prompt", "source", "source_id", "metadata", "image")
+
+
+class BenchDataError(Exception):
+    """A source file is missing or not in its published layout, an image cannot be read, an id
+    is duplicated or unknown, or a selection cannot be met. The message names the file (or id)
+    and the rule that failed."""
+
+
+def features() -> Any:
+    """The ``datasets.Features`` of an EDCT-Bench dataset."""
+    import datasets
+
+    return datasets.Features(
+        {
+            "id": datasets.Value("string"),
+            "domain": datasets.Value("string"),
+            "question": datasets.Value("string"),
+            "system_prompt": datasets.Value("string"),
+            "source": datasets.Value("string"),
+            "source_id": datasets.Value("string"),
+            "metadata": datasets.Value("string"),
+            "image": datasets.Image(),
+        }
+    )
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One source item that passed every rule, before selection; its image is not yet read."""
+
+    id: str
+    domain: str
+    question: str
+    source: str
+    source_id: str
+    image_path: Path | None
+    """The image file; None when the source carries the image inline (``image_data``)."""
+    image_data: bytes | None = None
+    image_label: str = ""
+    """How error messages name an inline image (file and row)."""
+    system_prompt: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    preferred: bool = False
+    """Selection takes preferred candidates first (DriveLM: questions about a visual cue)."""
+
+    @property
+    def image_name(self) -> str:
+        return str(self.image_path) if self.image_path is not None else self.image_label
+
+
+def read_image(candidate: Candidate) -> bytes:
+    """The candidate's image bytes, fully decoded once to prove they are an image.
+
+    Raises
+    ------
+    BenchDataError
+        If the file is missing or cannot be decoded; the message names the file and the item.
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    if candidate.image_path is not None:
+        try:
+            data = candidate.image_path.read_bytes()
+        except FileNotFoundError:
+            raise BenchDataError(
+                f"{candidate.image_path}: image file not found (item {candidate.id}; rule: every "
+                "selected item's image must exist)"
+            ) from None
+        except OSError as exc:
+            raise BenchDataError(
+                f"{candidate.image_path}: cannot read image (item {candidate.id}): {exc}"
+            ) from None
+    else:
+        data = candidate.image_data or b""
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            im.load()
+            if im.width < 1 or im.height < 1:
+                raise ValueError("empty image")
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
+        raise BenchDataError(
+            f"{candidate.image_name}: unreadable image (item {candidate.id}; rule: every selected "
+            f"image must decode): {type(exc).__name__}: {exc}"
+        ) from None
+    return data
+
+
+def row(candidate: Candidate, image: bytes) -> dict[str, Any]:
+    """The dataset row of a selected candidate with its image bytes."""
+    meta = dict(candidate.metadata)
+    meta["image_file"] = Path(candidate.image_name).name
+    meta["image_sha256"] = hashlib.sha256(image).hexdigest()
+    return {
+        "id": candidate.id,
+        "domain": candidate.domain,
+        "question": candidate.question,
+        "system_prompt": candidate.system_prompt,
+        "source": candidate.source,
+        "source_id": candidate.source_id,
+        "metadata": json.dumps(meta, sort_keys=True, ensure_ascii=False),
+        "image": {"bytes": image, "path": Path(candidate.image_name).name},
+    }
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def check_unique(ids: Iterable[str], where: str) -> None:
+    """Raise ``BenchDataError`` naming the first id that occurs twice."""
+    seen: set[str] = set()
+    for i in ids:
+        if i in seen:
+            raise BenchDataError(f"{where}: duplicate id {i!r} (rule: ids must be unique)")
+        seen.add(i)
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def load_bench(location: str | Path | None = None) -> Any:
+    """The EDCT-Bench dataset from a ``save_to_disk`` folder or a hub id.
+
+    ``location`` defaults to ``$EDCT_BENCH_DATA``. A ``DatasetDict`` gives its ``test`` split (or
+    its only one). The columns are checked against the format.
+    """
+    import os
+
+    import datasets
+
+    location = location or os.environ.get(ENV_DATA)
+    if not location:
+        raise BenchDataError(
+            f"no EDCT-Bench data named: pass a path or hub id, or set {ENV_DATA} "
+            "(build the dataset with `edct build-bench`)"
+        )
+    local = Path(location)
+    try:
+        if local.exists():
+            loaded = datasets.load_from_disk(str(local))
+        else:
+            loaded = datasets.load_dataset(str(location))
+    except FileNotFoundError as exc:
+        raise BenchDataError(f"{location}: not a saved dataset or hub id ({exc})") from None
+    if isinstance(loaded, datasets.DatasetDict):
+        split = "test" if "test" in loaded else next(iter(loaded))
+        loaded = loaded[split]
+    missing = [c for c in COLUMNS if c not in loaded.column_names]
+    if missing:
+        raise BenchDataError(
+            f"{location}: not an EDCT-Bench dataset (missing columns {missing}; has {loaded.column_names})"
+        )
+    return loaded
+
+
+def read_manifest(folder: str | Path) -> dict[str, Any]:
+    """The build manifest of a local EDCT-Bench folder."""
+    path = Path(folder) / MANIFEST_NAME
+    if not path.is_file():
+        raise BenchDataError(f"{path}: no build manifest (was the folder written by `edct build-bench`?)")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def bench_samples(location: str | Path | None, images: Any) -> list[Any]:
+    """The dataset's rows as protocol inputs (``SampleInput``), images put in ``images`` (an ImageStore)."""
+    from PIL import Image
+
+    from edct_task.records import SampleInput
+
+    ds = load_bench(location)
+    out = []
+    for doc in ds:
+        image = doc["image"]
+        if not isinstance(image, Image.Image):
+            raise BenchDataError(f"{location}: row {doc['id']}: image column did not decode to an image")
+        try:
+            raw = json.loads(doc["metadata"]) if doc["metadata"] else {}
+        except json.JSONDecodeError:
+            raw = {"metadata": doc["metadata"]}
+        meta = {
+            k: v if isinstance(v, str) else json.dumps(v)
+            for k, v in (raw if isinstance(raw, dict) else {}).items()
+        }
+        meta.update(source=str(doc["source"]), source_id=str(doc["source_id"]))
+        out.append(
+            SampleInput(
+                id=str(doc["id"]),
+                domain=str(doc["domain"]),
+                question=str(doc["question"]),
+                image=images.put(image),
+                system_prompt=doc["system_prompt"] or None,
+                metadata=meta,
+            )
+        )
+    check_unique((s.id for s in out), str(location))
+    return out

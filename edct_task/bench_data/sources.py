@@ -1,0 +1,76 @@
+"""What every source reader returns: the candidates that passed its rules, and the rule counts."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edct_task.bench_data.format import BenchDataError, Candidate
+
+
+@dataclass
+class RuleTally:
+    """A selection rule of one source and how many items it removed."""
+
+    name: str
+    description: str
+    removed: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "removed": self.removed}
+
+
+@dataclass
+class SourceScan:
+    """A source read in its published layout: candidates, rules in the order applied, files read."""
+
+    domain: str
+    source: str
+    files: dict[str, Path]
+    """Role → source file (hashed into the manifest), e.g. ``questions``, ``annotations``."""
+    folders: dict[str, Path]
+    """Role → image folder (recorded, not hashed)."""
+    rules: list[RuleTally]
+    items_read: int = 0
+    candidates: list[Candidate] = field(default_factory=list)
+    removed_by: dict[str, str] = field(default_factory=dict)
+    """Benchmark id → name of the rule that removed it (explains an unusable ``--ids`` entry)."""
+
+    def rule(self, name: str) -> RuleTally:
+        for r in self.rules:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    def remove(self, item_id: str, rule: str) -> None:
+        self.rule(rule).removed += 1
+        self.removed_by[item_id] = rule
+
+
+def require_file(path: Path | None, flag: str, what: str) -> Path:
+    if path is None:
+        raise BenchDataError(f"{flag} is required: {what}")
+    path = Path(path)
+    if not path.is_file():
+        raise BenchDataError(f"{path}: file not found ({flag}: {what})")
+    return path
+
+
+def require_dir(path: Path | None, flag: str, what: str) -> Path:
+    if path is None:
+        raise BenchDataError(f"{flag} is required: {what}")
+    path = Path(path)
+    if not path.is_dir():
+        raise BenchDataError(f"{path}: folder not found ({flag}: {what})")
+    return path
+
+
+def load_json(path: Path, layout: str) -> Any:
+    """A JSON file; a parse error names the file and the layout it should have."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BenchDataError(f"{path}: not valid JSON, expected {layout} ({exc})") from None

@@ -1,0 +1,151 @@
+"""3DSRBench in its published layout: the question table and its images.
+
+The table is ``3dsrbench_v1.csv`` (raw annotations: ``index, question, A, B, C, D, answer,
+category, image_source, image_url``) or a VLMEvalKit TSV (``3dsrbench_v1_vlmevalkit.tsv``,
+``…_circular.tsv``) whose ``image`` column holds the image as base64. Without an inline image the
+file is found in ``--3dsr-images`` (e.g. the unzipped ``coco_images.zip``) by the ``image_path``
+column, else by the file name of ``image_url``.
+
+SPEC §5 keeps the orientation family, matched on the ``category`` column (``ORIENTATION_FAMILY``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import csv
+import string
+import sys
+from pathlib import Path, PurePosixPath
+
+from edct_task.bench_data.format import BenchDataError, Candidate, check_unique
+from edct_task.bench_data.sources import RuleTally, SourceScan, require_dir, require_file
+
+SOURCE = "3DSRBench"
+REQUIRED = ("index", "question", "A", "B", "answer", "category")
+IMAGE_COLUMNS = ("image", "image_path", "image_url")
+ORIENTATION_FAMILY = (
+    # orientation
+    "orientation_viewpoint",
+    # orientation-conditioned reference frames (left/front of an object from its own orientation)
+    "orientation_in_front_of",
+    "orientation_on_the_left",
+    "multi_object_viewpoint_towards_object",
+    # closely related 3D relations (relative orientation of two objects)
+    "multi_object_facing",
+    "multi_object_parallel",
+    "multi_object_same_direction",
+)
+"""3DSRBench categories kept; height, location and multi_object_closer_to are dropped."""
+NAN = {"", "nan", "none"}
+
+
+def rules() -> list[RuleTally]:
+    return [
+        RuleTally(
+            "3dsr.orientation_family",
+            "keep the categories " + ", ".join(ORIENTATION_FAMILY) + " (orientation, orientation-"
+            "conditioned reference frames, related 3D relations)",
+        ),
+        RuleTally(
+            "3dsr.one_variant",
+            "keep one row per question and image: circular variants (same question, permuted options) "
+            "are dropped",
+        ),
+    ]
+
+
+def scan(table: Path | None, images: Path | None) -> SourceScan:
+    """Read the 3DSRBench table and apply its rules; images are located, not read."""
+    path = require_file(
+        table, "--3dsr-table", "3DSRBench question table (3dsrbench_v1.csv or a VLMEvalKit TSV)"
+    )
+    rows = _read_table(path)
+    columns = set(rows[0]) if rows else set()
+    missing = [c for c in REQUIRED if c not in columns]
+    if missing or not columns & set(IMAGE_COLUMNS):
+        raise BenchDataError(
+            f"{path}: wrong layout, missing column(s) {missing or []} "
+            f"{'' if columns & set(IMAGE_COLUMNS) else 'and one of ' + str(list(IMAGE_COLUMNS))} "
+            f"(has {sorted(columns)})"
+        )
+    inline = "image" in columns
+    folder = None if inline else require_dir(images, "--3dsr-images", "the folder of the 3DSRBench images")
+    check_unique((str(r["index"]) for r in rows), f"{path} (index)")
+    out = SourceScan(
+        "3dsr", SOURCE, {"table": path}, {"images": folder} if folder else {}, rules(), items_read=len(rows)
+    )
+    seen: set[tuple[str, str, tuple[str, ...]]] = set()
+    by_name: dict[str, Path] | None = None
+    for line, r in enumerate(rows, start=2):
+        item_id = f"3dsr-{r['index']}"
+        category = str(r["category"]).strip()
+        if category not in ORIENTATION_FAMILY:
+            out.remove(item_id, "3dsr.orientation_family")
+            continue
+        options = {
+            k: str(r[k]).strip() for k in string.ascii_uppercase[:4] if str(r.get(k) or "").lower() not in NAN
+        }
+        image_key = str(r.get("image_path") or r.get("image_url") or r.get("image", "")[:64])
+        key = (str(r["question"]).strip(), image_key, tuple(sorted(options.values())))
+        if key in seen:
+            out.remove(item_id, "3dsr.one_variant")
+            continue
+        seen.add(key)
+        answer = str(r["answer"]).strip()
+        image_path, data = None, None
+        if inline:
+            try:
+                data = base64.b64decode(str(r["image"]), validate=False)
+            except (binascii.Error, ValueError) as exc:
+                raise BenchDataError(
+                    f"{path}: line {line} (index {r['index']}): image is not base64 ({exc})"
+                ) from None
+        elif r.get("image_path"):
+            image_path = folder / str(r["image_path"])  # type: ignore[operator]
+        else:
+            name = PurePosixPath(str(r["image_url"]).split("?")[0]).name
+            image_path = folder / name  # type: ignore[operator]
+            if not image_path.is_file():
+                if by_name is None:
+                    by_name = {p.name: p for p in folder.rglob("*") if p.is_file()}  # type: ignore[union-attr]
+                image_path = by_name.get(name, image_path)
+        out.candidates.append(
+            Candidate(
+                id=item_id,
+                domain="3dsr",
+                question=render_question(str(r["question"]).strip(), options),
+                source=SOURCE,
+                source_id=str(r["index"]),
+                image_path=image_path,
+                image_data=data,
+                image_label=f"{path}:{line} (image of index {r['index']})",
+                metadata={
+                    "index": str(r["index"]),
+                    "category": category,
+                    "options": options,
+                    "answer": answer,
+                    "answer_text": options.get(answer, ""),
+                    **{k: str(r[k]) for k in ("image_source", "image_url") if r.get(k)},
+                },
+            )
+        )
+    return out
+
+
+def render_question(question: str, options: dict[str, str]) -> str:
+    """The question with its lettered options, as the target sees it."""
+    lines = [question, *(f"{k}. {v}" for k, v in options.items())]
+    return "\n".join(lines) + "\nAnswer with the letter of the correct option."
+
+
+def _read_table(path: Path) -> list[dict[str, str]]:
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # base64 images in the TSV
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            head = f.readline()
+            f.seek(0)
+            delimiter = "\t" if path.suffix.lower() == ".tsv" or head.count("\t") > head.count(",") else ","
+            return [dict(r) for r in csv.DictReader(f, delimiter=delimiter)]
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise BenchDataError(f"{path}: not a readable CSV/TSV question table ({exc})") from None
