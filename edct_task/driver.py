@@ -106,6 +106,12 @@ class _Progress:
             bar.close()
 
 
+def _identity(backend: Any) -> dict[str, Any]:
+    """A backend's identity for cache keys; mask providers may not define ``identity``."""
+    identity = getattr(backend, "identity", None)
+    return identity() if callable(identity) else {"name": backend.name}
+
+
 class Dispatcher:
     """Answers requests: cache first, then the role's backend; failures become ``Failure``."""
 
@@ -136,7 +142,7 @@ class Dispatcher:
             "judge": roles.judge.identity(),
             "edit_parser": roles.edit_parser.identity() if roles.edit_parser else None,
             "editor": roles.editor.identity(),
-            "detector": {"name": roles.detector.name},
+            "detector": _identity(roles.detector),
         }
 
     # -- keys -----------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ apply its rules; select per domain (seeded, or the explicit id list); open every
 write the dataset and manifest into a temporary folder beside ``out`` and rename it into place.
 
 Selection: candidates are sorted by id and shuffled with a generator seeded by ``(seed,
-domain)``; DriveLM candidates that mention a visual cue (traffic light, pedestrian, vehicle, …)
+domain)``; DriveLM candidates that mention a visual cue (traffic light, pedestrian, sign, …)
 come first (SPEC §5 prefers scenes where changing a visual cue should change the answer). The
 first ``count`` whose image decodes are taken. With an id list, exactly the listed ids are taken
 (counts are ignored); an id that a rule removed, or that no source has, is an error.
@@ -31,6 +31,7 @@ from edct_task.bench_data.format import (
     FORMAT_NAME,
     FORMAT_VERSION,
     MANIFEST_NAME,
+    SPLIT,
     BenchDataError,
     Candidate,
     check_unique,
@@ -176,7 +177,7 @@ def build_bench(req: BuildRequest) -> BuildResult:
         import datasets
 
         ds = datasets.Dataset.from_list(rows, features=features())
-        ds.save_to_disk(str(tmp))
+        datasets.DatasetDict({SPLIT: ds}).save_to_disk(str(tmp))
         (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
 
     path = write_folder(Path(req.out), write, overwrite=req.overwrite)

@@ -25,16 +25,27 @@ def add_bench_parsers(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--drivelm-json", type=Path, help="DriveLM QA JSON, e.g. v1_1_train_nus.json")
     g.add_argument("--nuscenes-root", type=Path, help="nuScenes folder holding samples/CAM_FRONT/")
     g = build.add_argument_group("3DSRBench")
-    g.add_argument("--3dsr-table", dest="threedsr_table", type=Path,
-                   help="3dsrbench_v1.csv, or a VLMEvalKit TSV with base64 images")
-    g.add_argument("--3dsr-images", dest="threedsr_images", type=Path,
-                   help="folder of the 3DSRBench images (e.g. the unzipped coco_images.zip)")
+    g.add_argument(
+        "--3dsr-table",
+        dest="threedsr_table",
+        type=Path,
+        help="3dsrbench_v1.csv, or a VLMEvalKit TSV with base64 images",
+    )
+    g.add_argument(
+        "--3dsr-images",
+        dest="threedsr_images",
+        type=Path,
+        help="folder of the 3DSRBench images (e.g. the unzipped coco_images.zip)",
+    )
     build.add_argument("--out", type=Path, required=True, help="output folder (written atomically)")
     build.add_argument("--seed", type=int, default=0, help="selection seed (default 0)")
     build.add_argument("--ids", type=Path, help="explicit id list, one id per line (counts ignored)")
     build.add_argument("--counts", default="160,80,60", help="items per domain: okvqa,drivelm,3dsr")
-    build.add_argument("--skip-unreadable", action="store_true",
-                       help="skip (and count) items whose image cannot be decoded instead of failing")
+    build.add_argument(
+        "--skip-unreadable",
+        action="store_true",
+        help="skip (and count) items whose image cannot be decoded instead of failing",
+    )
     build.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
 
     export = sub.add_parser(
@@ -45,8 +56,11 @@ def add_bench_parsers(sub: argparse._SubParsersAction) -> None:
     )
     export.add_argument("run_dir", type=Path, help="output folder of `edct run` (samples.jsonl, images/)")
     export.add_argument("--out", type=Path, required=True, help="output folder (written atomically)")
-    export.add_argument("--consistent-only", action="store_true",
-                        help="only pairs whose re-query answer the judge found consistent (AC = 1)")
+    export.add_argument(
+        "--consistent-only",
+        action="store_true",
+        help="only pairs whose re-query answer the judge found consistent (AC = 1)",
+    )
     export.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
 
 
@@ -74,8 +88,10 @@ def run_bench_command(args: argparse.Namespace) -> int:
         m = result.manifest
         for domain, d in m["domains"].items():
             removed = ", ".join(f"{r['name']}={r['removed']}" for r in d["rules"])
-            print(f"{domain:<8} {d['selected']:>4} selected of {d['eligible']} eligible "
-                  f"({d['items_read']} read; removed: {removed})")
+            print(
+                f"{domain:<8} {d['selected']:>4} selected of {d['eligible']} eligible "
+                f"({d['items_read']} read; removed: {removed})"
+            )
         print(f"wrote {result.path} ({m['total']} items); use it with: export EDCT_BENCH_DATA={result.path}")
         return 0
     result = export_counterfactuals(

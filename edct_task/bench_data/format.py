@@ -13,6 +13,8 @@ Columns (``FEATURES``):
                    a struct so that the three domains, whose fields differ, share one schema.
 ``image``          ``datasets.Image()``: the source file's bytes, unchanged (JPEG or PNG)
 
+saved as a ``DatasetDict`` with one split, ``test`` (``load_bench`` returns that split).
+
 The build writes ``MANIFEST_NAME`` next to the dataset files: sources and their sha256, the
 rules applied and how many items each removed, counts, seed and format version.
 
@@ -39,6 +41,8 @@ DEFAULT_COUNTS = {"okvqa": 160, "drivelm": 80, "3dsr": 60}
 ENV_DATA = "EDCT_BENCH_DATA"
 """Environment variable naming the dataset for the ``edct_bench*`` lmms-eval tasks."""
 MANIFEST_NAME = "edct_manifest.json"
+SPLIT = "test"
+"""The dataset is saved as a ``DatasetDict`` with this one split (lmms-eval's ``test_split``)."""
 COLUMNS = ("id", "domain", "question", "system_prompt", "source", "source_id", "metadata", "image")
 
 

@@ -142,13 +142,15 @@ def write_drivelm(root: Path, image: ImageFactory) -> tuple[Path, Path]:
                 qa(
                     "What are the important objects in the current scene? Those objects will be considered "
                     "for the future reasoning and driving decision.",
-                    "There is a red traffic light to the front of the ego vehicle and a white sedan to the back "
-                    "of the ego vehicle. The IDs of these objects are <c1,CAM_FRONT,714.2,530.8> and "
+                    "There is a red traffic light to the front of the ego vehicle and a white sedan to the "
+                    "back of the ego vehicle. The IDs of these objects are <c1,CAM_FRONT,714.2,530.8> and "
                     "<c2,CAM_BACK,883.3,540.8>.",
                 ),
                 # image_coordinates
                 qa("What is the status of the traffic light <c1,CAM_FRONT,714.2,530.8>?", "It is red."),
-                qa("Is the traffic light ahead of the ego vehicle red or green?", "Red."),  # eligible, preferred
+                qa(
+                    "Is the traffic light ahead of the ego vehicle red or green?", "Red."
+                ),  # eligible, preferred
                 qa("What is the colour of the car at (714.2, 530.8)?", "White."),  # image_coordinates
             ],
             "prediction": [
@@ -189,31 +191,98 @@ def write_drivelm(root: Path, image: ImageFactory) -> tuple[Path, Path]:
     return path, nus
 
 
-THREEDSR_COLUMNS = ["index", "question", "A", "B", "C", "D", "answer", "category", "image_source", "image_url"]
+THREEDSR_COLUMNS = [
+    "index",
+    "question",
+    "A",
+    "B",
+    "C",
+    "D",
+    "answer",
+    "category",
+    "image_source",
+    "image_url",
+]
 
 
 def _threedsr_rows() -> list[dict[str, str]]:
     url = "http://images.cocodataset.org/train2017/{:012d}.jpg"
     return [
         # kept
-        dict(index="1", question="Is the person facing towards the camera or away?", A="towards", B="away",
-             C="", D="", answer="A", category="orientation_viewpoint", image_source="coco",
-             image_url=url.format(1)),
-        dict(index="2", question="Is the cat on the left of the chair, from the chair's own viewpoint?",
-             A="yes", B="no", C="", D="", answer="B", category="orientation_on_the_left",
-             image_source="coco", image_url=url.format(2)),
-        dict(index="3", question="Are the two cars facing the same direction?", A="yes", B="no", C="", D="",
-             answer="A", category="multi_object_same_direction", image_source="coco", image_url=url.format(3)),
+        dict(
+            index="1",
+            question="Is the person facing towards the camera or away?",
+            A="towards",
+            B="away",
+            C="",
+            D="",
+            answer="A",
+            category="orientation_viewpoint",
+            image_source="coco",
+            image_url=url.format(1),
+        ),
+        dict(
+            index="2",
+            question="Is the cat on the left of the chair, from the chair's own viewpoint?",
+            A="yes",
+            B="no",
+            C="",
+            D="",
+            answer="B",
+            category="orientation_on_the_left",
+            image_source="coco",
+            image_url=url.format(2),
+        ),
+        dict(
+            index="3",
+            question="Are the two cars facing the same direction?",
+            A="yes",
+            B="no",
+            C="",
+            D="",
+            answer="A",
+            category="multi_object_same_direction",
+            image_source="coco",
+            image_url=url.format(3),
+        ),
         # circular variant of index 1 (options permuted)
-        dict(index="4", question="Is the person facing towards the camera or away?", A="away", B="towards",
-             C="", D="", answer="B", category="orientation_viewpoint", image_source="coco",
-             image_url=url.format(1)),
+        dict(
+            index="4",
+            question="Is the person facing towards the camera or away?",
+            A="away",
+            B="towards",
+            C="",
+            D="",
+            answer="B",
+            category="orientation_viewpoint",
+            image_source="coco",
+            image_url=url.format(1),
+        ),
         # outside the orientation family
-        dict(index="5", question="Which object is higher, the lamp or the clock?", A="lamp", B="clock",
-             C="", D="", answer="A", category="height_higher", image_source="coco", image_url=url.format(4)),
-        dict(index="6", question="Is the cup closer to the camera than the plate?", A="yes", B="no",
-             C="", D="", answer="A", category="location_closer_to_camera", image_source="coco",
-             image_url=url.format(5)),
+        dict(
+            index="5",
+            question="Which object is higher, the lamp or the clock?",
+            A="lamp",
+            B="clock",
+            C="",
+            D="",
+            answer="A",
+            category="height_higher",
+            image_source="coco",
+            image_url=url.format(4),
+        ),
+        dict(
+            index="6",
+            question="Is the cup closer to the camera than the plate?",
+            A="yes",
+            B="no",
+            C="",
+            D="",
+            answer="A",
+            category="location_closer_to_camera",
+            image_source="coco",
+            image_url=url.format(5),
+        ),
     ]
 
 
@@ -239,8 +308,12 @@ def write_threedsr_tsv(root: Path, image: ImageFactory) -> Path:
         for r in _threedsr_rows():
             buf = io.BytesIO()
             image(int(r["image_url"][-8:-4])).save(buf, format="JPEG")
-            w.writerow({**{k: v for k, v in r.items() if k != "image_url"},
-                        "image": base64.b64encode(buf.getvalue()).decode()})
+            w.writerow(
+                {
+                    **{k: v for k, v in r.items() if k != "image_url"},
+                    "image": base64.b64encode(buf.getvalue()).decode(),
+                }
+            )
     return path
 
 

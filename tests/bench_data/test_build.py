@@ -101,8 +101,11 @@ def test_loads_from_env_var_and_through_the_bench_task_hooks(sources, tmp_path, 
     monkeypatch.setenv(ENV_DATA, str(tmp_path / "bench"))
     assert len(load_bench()) == sum(ALL.values())
     stub = datasets.Dataset.from_list([{lmms_hooks.STUB_COLUMN: "x"}])
-    for hook, domain in ((lmms_hooks.okvqa_docs, "okvqa"), (lmms_hooks.drivelm_docs, "drivelm"),
-                         (lmms_hooks.threedsr_docs, "3dsr")):
+    for hook, domain in (
+        (lmms_hooks.okvqa_docs, "okvqa"),
+        (lmms_hooks.drivelm_docs, "drivelm"),
+        (lmms_hooks.threedsr_docs, "3dsr"),
+    ):
         docs = hook(stub)
         assert len(docs) == ALL[domain] and set(docs["domain"]) == {domain}
         doc = docs[0]
@@ -157,8 +160,9 @@ def test_id_list_errors(sources, tmp_path, ids, message):
 
 def test_vlmevalkit_tsv_with_inline_images(sources, tmp_path):
     tsv = write_threedsr_tsv(tmp_path, lambda i: Image.new("RGB", (20, 10), (i * 40 % 256, 0, 0)))
-    build_bench(BuildRequest(out=tmp_path / "bench", threedsr_table=tsv, counts={"okvqa": 0, "drivelm": 0,
-                                                                                  "3dsr": 3}))
+    build_bench(
+        BuildRequest(out=tmp_path / "bench", threedsr_table=tsv, counts={"okvqa": 0, "drivelm": 0, "3dsr": 3})
+    )
     ds = load_bench(tmp_path / "bench")
     assert sorted(ds["id"]) == ["3dsr-1", "3dsr-2", "3dsr-3"] and ds[0]["image"].size == (20, 10)
     assert read_manifest(tmp_path / "bench")["counts"] == {"3dsr": 3}
@@ -213,13 +217,21 @@ def test_unreadable_image_is_an_error_or_skipped_with_a_count(tmp_path):
     assert str(bad) in str(err.value) and "okvqa-4587525" in str(err.value)
     assert not (tmp_path / "bench").exists()
 
-    counts = {**ALL, "okvqa": OKVQA_ELIGIBLE - 1}
-    result = build_bench(request(src, tmp_path / "bench", counts=counts, skip_unreadable=True))
-    skipped = result.manifest["domains"]["okvqa"]["unreadable_skipped"]
-    assert len(skipped) == 1 and str(bad) in skipped[0]
-    assert "okvqa-4587525" not in load_bench(tmp_path / "bench")["id"]
+    with pytest.raises(BenchDataError, match=r"only 2 remain.*unreadable images skipped: 1"):
+        build_bench(request(src, tmp_path / "bench", skip_unreadable=True))  # all 3 asked for
+    for i, seed in enumerate(range(6)):  # whichever seeded order, the bad image never gets in
+        counts = {**ALL, "okvqa": OKVQA_ELIGIBLE - 1}
+        result = build_bench(request(src, tmp_path / f"b{i}", counts=counts, seed=seed, skip_unreadable=True))
+        skipped = result.manifest["domains"]["okvqa"]["unreadable_skipped"]
+        assert len(skipped) <= 1 and all(str(bad) in s for s in skipped)
+        assert "okvqa-4587525" not in load_bench(tmp_path / f"b{i}")["id"]
+    ids = tmp_path / "ids.txt"
+    ids.write_text("okvqa-4587525\nokvqa-2971475\n")
+    result = build_bench(request(src, tmp_path / "listed", ids_file=ids, skip_unreadable=True))
+    assert len(result.manifest["domains"]["okvqa"]["unreadable_skipped"]) == 1
+    assert load_bench(tmp_path / "listed")["id"] == ["okvqa-2971475"]
     (src.coco_images / "val2014" / "COCO_val2014_000000297147.jpg").unlink()
-    with pytest.raises(BenchDataError, match="COCO_val2014_000000297147.jpg: image file not found"):
+    with pytest.raises(BenchDataError, match=r"COCO_val2014_000000297147\.jpg: image file not found"):
         build_bench(request(src, tmp_path / "again"))
 
 
@@ -250,10 +262,29 @@ def test_cli_build_bench(sources, tmp_path, capsys):
     from edct_task.cli import main
 
     s = sources
-    args = ["build-bench", "--okvqa-questions", str(s.okvqa_questions), "--okvqa-annotations",
-            str(s.okvqa_annotations), "--coco-images", str(s.coco_images), "--drivelm-json", str(s.drivelm_json),
-            "--nuscenes-root", str(s.nuscenes_root), "--3dsr-table", str(s.threedsr_table), "--3dsr-images",
-            str(s.threedsr_images), "--seed", "3", "--counts", "2,3,1", "--out", str(tmp_path / "bench")]
+    args = [
+        "build-bench",
+        "--okvqa-questions",
+        str(s.okvqa_questions),
+        "--okvqa-annotations",
+        str(s.okvqa_annotations),
+        "--coco-images",
+        str(s.coco_images),
+        "--drivelm-json",
+        str(s.drivelm_json),
+        "--nuscenes-root",
+        str(s.nuscenes_root),
+        "--3dsr-table",
+        str(s.threedsr_table),
+        "--3dsr-images",
+        str(s.threedsr_images),
+        "--seed",
+        "3",
+        "--counts",
+        "2,3,1",
+        "--out",
+        str(tmp_path / "bench"),
+    ]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "drivelm" in out and "EDCT_BENCH_DATA=" in out
@@ -271,8 +302,10 @@ def test_edct_run_data_source_dataset(sources, tmp_path):
 
     build_bench(request(sources, tmp_path / "bench"))
     config = config_from_dict(
-        {"data": {"source": "dataset", "path": str(tmp_path / "bench"), "limit": 5},
-         "roles": {"target": {"backend": "calibration-reference"}}}
+        {
+            "data": {"source": "dataset", "path": str(tmp_path / "bench"), "limit": 5},
+            "roles": {"target": {"backend": "calibration-reference"}},
+        }
     )
     store = ImageStore(tmp_path / "store")
     samples = load_samples(config.data, store)

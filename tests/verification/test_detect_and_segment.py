@@ -1,7 +1,8 @@
 """Detector/segmenter contracts, cascades, GrabCut, DetectAndSegment and the detector factories.
 
-The end-to-end test finds the astronaut's face with the cascade detector (scikit-image's bundled
-LBP face cascade: OpenCV 5 ships no cascade files), masks it with GrabCut, and runs the gate on a
+The end-to-end test finds the astronaut's face with the cascade detector (OpenCV's bundled Haar
+cascade; scikit-image's LBP face cascade is the fallback engine where OpenCV ships none), masks it
+with GrabCut, and runs the gate on a
 programmatic recolouring of that face (pass) and of the whole photo (fail).
 """
 
@@ -24,8 +25,9 @@ from verification.factories import FACTORIES, build_detector, build_segmenter
 from verification.localization import MaskProvider
 from verification.segmentation import BoxSegmenter, GrabCutSegmenter, Segmenter
 
-# The astronaut's face as the cascade finds it (512×512 photo): x0, y0, x1, y1.
-ASTRONAUT_FACE = (172.0, 66.0, 273.0, 167.0)
+# The astronaut's face as the cascades find it (512×512 photo): x0, y0, x1, y1.
+ASTRONAUT_FACE = (177.0, 67.0, 270.0, 160.0)  # OpenCV's haarcascade_frontalface_default
+ASTRONAUT_FACE_LBP = (172.0, 66.0, 273.0, 167.0)  # scikit-image's LBP frontal-face cascade
 
 
 @pytest.fixture(scope="module")
@@ -139,17 +141,26 @@ def test_cascade_finds_the_astronauts_face(astronaut, cascade):
     d = cascade.detect(astronaut, "the astronaut's face")
     assert d.found and len(d) == 1 and d.scores == (1.0,)
     assert d.boxes[0] == ASTRONAUT_FACE
-    assert "frontalface cascade" in d.detail
+    assert "frontalface cascade (opencv, haarcascade_frontalface_default.xml)" in d.detail
+    eyes = cascade.detect(astronaut, "eyes")
+    assert len(eyes) == 2 and all(ASTRONAUT_FACE[0] < b[0] and b[2] < ASTRONAUT_FACE[2] for b in eyes.boxes)
+
+
+def test_skimage_engine_finds_the_same_face(astronaut):
+    d = CascadeDetector(engine="skimage").detect(astronaut, "face")
+    assert d.found and d.boxes[0] == ASTRONAUT_FACE_LBP and "(skimage, lbpcascade" in d.detail
+    iou_x = min(ASTRONAUT_FACE[2], ASTRONAUT_FACE_LBP[2]) - max(ASTRONAUT_FACE[0], ASTRONAUT_FACE_LBP[0])
+    assert iou_x > 90  # both engines agree on where the face is
 
 
 def test_cascade_unsupported_and_missing_targets_are_not_found(astronaut, cascade):
     car = cascade.detect(astronaut, "the red car")
     assert not car.found and "no cascade for 'the red car'" in car.detail and "face" in car.detail
     cat = cascade.detect(Image.fromarray(skimage.data.chelsea()), "cat face")
-    assert not cat.found and "frontalcatface" in cat.detail  # no cat cascade without OpenCV's files
+    assert not cat.found and "frontalcatface (opencv)" in cat.detail  # Chelsea is seen from the side
     nothing = cascade.detect(Image.fromarray(skimage.data.coffee()), "face")
     assert not nothing.found and nothing.detail.endswith(
-        "target not found: no 'face' hits with cascade(s) frontalface (skimage)"
+        "target not found: no 'face' hits with cascade(s) frontalface (opencv), profileface (opencv)"
     )
 
 

@@ -1,0 +1,103 @@
+"""A built EDCT-Bench dataset through the ``edct_bench`` lmms-eval task, on real photographs.
+
+The sources are written with scikit-image's bundled photos. The calibration editor cannot edit a
+photograph, so every chain ends in a recorded edit failure: the samples are *excluded* with the
+reason, never scored 0 — what the task must do when a backend fails on real data.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from lmms_helpers import lmms_eval_cmd, offline_env, read_results, read_samples, run_cli
+from sources_fixture import photo_image, write_sources
+
+from edct_task import lmms_hooks
+from edct_task.bench_data import ENV_DATA, BuildRequest, build_bench
+from edct_task.config import calibration_config
+
+COUNTS = {"okvqa": 1, "drivelm": 1, "3dsr": 1}
+HOOKS = {"okvqa": lmms_hooks.okvqa_docs, "drivelm": lmms_hooks.drivelm_docs, "3dsr": lmms_hooks.threedsr_docs}
+
+
+@pytest.fixture(scope="module")
+def photo_bench(tmp_path_factory):
+    root = tmp_path_factory.mktemp("photo_bench")
+    src = write_sources(root / "sources", photo_image)
+    build_bench(BuildRequest(out=root / "bench", **src.kwargs(), counts=dict(COUNTS)))
+    return root / "bench"
+
+
+@pytest.fixture()
+def hook_settings(tmp_path, monkeypatch, photo_bench):
+    monkeypatch.delenv("EDCT_CONFIG", raising=False)
+    monkeypatch.setenv(ENV_DATA, str(photo_bench))
+    s = lmms_hooks.build_settings(calibration_config(), work_dir=tmp_path / "work")
+    lmms_hooks.install_settings(s)
+    yield s
+    lmms_hooks.install_settings(None)
+
+
+def test_compat_driver_completes_on_photographs(hook_settings):
+    """lmms-eval's agentic loop, as the task runs it, with a scripted target in place of the model."""
+    import datasets
+
+    stub = datasets.Dataset.from_list([{lmms_hooks.STUB_COLUMN: "x"}])
+    for domain, hook in HOOKS.items():
+        (doc,) = list(hook(stub))
+        text, outputs, info = lmms_hooks.doc_to_text(doc), [], None
+        assert doc["question"] in text
+        for round_idx in range(1, 13):
+            outputs.append("A dog." if round_idx % 2 else "1. The brown fur of the dog.\n2. The red collar.")
+            _visuals, text, terminal, updated, info = lmms_hooks.doc_to_text(
+                doc, previous_output=outputs, round_idx=round_idx, previous_round_info=info
+            )
+            if terminal:
+                outputs = updated
+                break
+        result = lmms_hooks.process_results(doc, [outputs[-1]])
+        audit = result["edct"]
+        assert audit["domain"] == domain and audit["baseline"]["answer"] == "A dog."
+        assert audit["status"] == "excluded" and result["n_excluded"] == 1
+        assert "not a calibration image" in audit["reason"]  # the editor's own failure, recorded
+        assert result["ccs_binary"] is None  # excluded, not scored 0
+        assert json.loads(doc["metadata"])["image_sha256"]
+
+
+@pytest.mark.slow
+def test_lmms_eval_edct_bench_with_tiny_qwen3_vl(tmp_path, photo_bench, tiny_qwen3_vl_model):
+    """The real lmms-eval CLI: ``edct_bench`` loads the built dataset from $EDCT_BENCH_DATA, and a
+    user's task YAML that includes ours names it with dataset_path (the task argument)."""
+    from task_configs import TASK_DIR
+
+    out = tmp_path / "lmms"
+    env = offline_env(tmp_path / "work", **{ENV_DATA: str(photo_bench)})
+    user_tasks = tmp_path / "user_tasks"
+    user_tasks.mkdir()
+    (user_tasks / "my_okvqa.yaml").write_text(
+        f"task: my_edct_okvqa\ninclude: {TASK_DIR / 'edct_bench_okvqa.yaml'}\n"
+        f"dataset_path: {photo_bench}\ndataset_kwargs:\n  load_from_disk: true\ntest_split: test\n"
+    )
+    args = [
+        "--model",
+        "qwen3_vl",
+        "--model_args",
+        f"pretrained={tiny_qwen3_vl_model},device=cpu,device_map=cpu",
+    ]
+    args += ["--include_path", str(user_tasks), "--tasks", "edct_bench,my_edct_okvqa", "--limit", "1"]
+    args += ["--gen_kwargs", "max_new_tokens=12", "--output_path", str(out), "--log_samples"]
+    run_cli(lmms_eval_cmd(*args), env, timeout=400)
+    results = read_results(out)
+    tasks = {f"edct_bench_{d}": d for d in COUNTS} | {"my_edct_okvqa": "okvqa"}
+    for task, domain in tasks.items():
+        counts = {c: results["results"][task][f"{c},none"] for c in lmms_hooks.COUNT_NAMES}
+        assert sum(counts.values()) == 1, (task, counts)
+        (sample,) = read_samples(out, task)
+        audit = sample["edct"]
+        assert audit["domain"] == domain
+        assert audit["baseline"] is not None and audit["baseline"]["answer"]  # the model answered
+        if audit["status"] != "scored":
+            assert audit["reason"]  # why it was not scored is recorded
+        for step in audit["steps"]:
+            assert step["verified"] or all(a["failure"] for a in step["attempts"])
