@@ -43,10 +43,19 @@ def main() -> None:
     parser.add_argument("--editor-concurrency", type=int, default=32)
     args = parser.parse_args()
     latencies = {"target": args.target_latency, "llm": args.llm_latency, "editor": args.editor_latency}
-    batched_limits = {"target_batch_size": args.samples, "text_concurrency": args.text_concurrency,
-                      "editor_concurrency": args.editor_concurrency, "verify_concurrency": 2}
-    sequential_limits = {"target_batch_size": 1, "text_concurrency": 1, "editor_concurrency": 1,
-                         "verify_concurrency": 1, "window": 1}
+    batched_limits = {
+        "target_batch_size": args.samples,
+        "text_concurrency": args.text_concurrency,
+        "editor_concurrency": args.editor_concurrency,
+        "verify_concurrency": 2,
+    }
+    sequential_limits = {
+        "target_batch_size": 1,
+        "text_concurrency": 1,
+        "editor_concurrency": 1,
+        "verify_concurrency": 1,
+        "window": 1,
+    }
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         t0 = time.perf_counter()
@@ -57,19 +66,28 @@ def main() -> None:
         t_seq = time.perf_counter() - t0
     per_sample = t_seq / args.sequential_samples
     t_seq_full = per_sample * args.samples
-    print(json.dumps({
-        "samples": args.samples,
-        "latencies_s": latencies,
-        "batched_wall_s": round(t_batched, 2),
-        "batched_calls": batched.results["calls"]["calls"],
-        "sequential_measured_samples": args.sequential_samples,
-        "sequential_measured_wall_s": round(t_seq, 2),
-        "sequential_per_sample_s": round(per_sample, 3),
-        "sequential_wall_s_scaled": round(t_seq_full, 1),
-        "speedup": round(t_seq_full / t_batched, 1),
-        "ccs_binary_batched": batched.results["results"]["overall"]["metrics"]["ccs_binary"]["estimate"],
-        "ccs_binary_sequential": sequential.results["results"]["overall"]["metrics"]["ccs_binary"]["estimate"],
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "samples": args.samples,
+                "latencies_s": latencies,
+                "batched_wall_s": round(t_batched, 2),
+                "batched_calls": batched.results["calls"]["calls"],
+                "sequential_measured_samples": args.sequential_samples,
+                "sequential_measured_wall_s": round(t_seq, 2),
+                "sequential_per_sample_s": round(per_sample, 3),
+                "sequential_wall_s_scaled": round(t_seq_full, 1),
+                "speedup": round(t_seq_full / t_batched, 1),
+                "ccs_binary_batched": batched.results["results"]["overall"]["metrics"]["ccs_binary"][
+                    "estimate"
+                ],
+                "ccs_binary_sequential": sequential.results["results"]["overall"]["metrics"]["ccs_binary"][
+                    "estimate"
+                ],
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

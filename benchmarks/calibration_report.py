@@ -29,7 +29,8 @@ def main() -> None:
     args = parser.parse_args()
     root = args.out or Path(tempfile.mkdtemp(prefix="edct-calibration-"))
     lines = [
-        "| target behaviour | CCS_binary | CCS_graded | AC k=1 | AC k=2 | EF k=1 | EF k=2 | scored / excluded / unscored |",
+        "| target behaviour | CCS_binary | CCS_graded | AC k=1 | AC k=2 | EF k=1 | EF k=2 "
+        "| scored / excluded / unscored |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for behavior in BEHAVIORS:
@@ -37,8 +38,11 @@ def main() -> None:
         cfg = config_from_dict({**base.model_dump(mode="json"), "progress": False})
         overall = run(cfg).results["results"]["overall"]
         m, c = overall["metrics"], overall["counts"]
-        lines.append(f"| `{behavior}` | " + " | ".join(_cell(m[k]) for k in COLUMNS)
-                     + f" | {c['scored']} / {c['excluded']} / {c['unscored']} |")
+        lines.append(
+            f"| `{behavior}` | "
+            + " | ".join(_cell(m[k]) for k in COLUMNS)
+            + f" | {c['scored']} / {c['excluded']} / {c['unscored']} |"
+        )
     print("\n".join(lines))
 
 

@@ -23,43 +23,67 @@ from edct_task.roles import ConfigError
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", type=Path, help="output folder (overrides output_dir)")
     p.add_argument("--no-progress", action="store_true", help="hide the per-stage progress bars")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config value, e.g. --set protocol.k=1 (repeatable)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. --set protocol.k=1 (repeatable)",
+    )
 
 
 def _add_lmms_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group(
-        "lmms-eval fast path", "run an lmms-eval model on the EDCT lmms-eval tasks with the batched driver; "
-        "results are written in lmms-eval's format (same flags as lmms-eval)")
+        "lmms-eval fast path",
+        "run an lmms-eval model on the EDCT lmms-eval tasks with the batched driver; "
+        "results are written in lmms-eval's format (same flags as lmms-eval)",
+    )
     g.add_argument("--model", help="lmms-eval model name (qwen3_vl, vllm, openai, edct_reference, ...)")
-    g.add_argument("--model_args", default="",
-                   help="lmms-eval model_args, e.g. pretrained=Qwen/Qwen3-VL-8B-Instruct")
-    g.add_argument("--tasks", default="edct_bench", help="EDCT task(s): edct_bench, edct_bench_okvqa, "
-                   "edct_bench_drivelm, edct_bench_3dsr, edct_calibration (default edct_bench)")
+    g.add_argument(
+        "--model_args", default="", help="lmms-eval model_args, e.g. pretrained=Qwen/Qwen3-VL-8B-Instruct"
+    )
+    g.add_argument(
+        "--tasks",
+        default="edct_bench",
+        help="EDCT task(s): edct_bench, edct_bench_okvqa, "
+        "edct_bench_drivelm, edct_bench_3dsr, edct_calibration (default edct_bench)",
+    )
     g.add_argument("--batch_size", default=None, help="passed to the lmms-eval model")
     g.add_argument("--device", default=None, help="passed to the lmms-eval model")
     g.add_argument("--limit", type=int, default=None, help="first N documents of each task")
-    g.add_argument("--output_path", type=Path, default=None,
-                   help="lmms-eval results folder (default <output>/lmms)")
+    g.add_argument(
+        "--output_path", type=Path, default=None, help="lmms-eval results folder (default <output>/lmms)"
+    )
     g.add_argument("--log_samples", action="store_true", help="also write lmms-eval's per-sample JSONL")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="edct", description="Explanation-Driven Counterfactual Testing of VLMs")
+    parser = argparse.ArgumentParser(
+        prog="edct", description="Explanation-Driven Counterfactual Testing of VLMs"
+    )
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run EDCT from a YAML config")
-    run.add_argument("--config", type=Path, help="YAML file: roles, protocol, verification, data "
-                     "(required unless --model is given; with --model it supplies the non-target roles)")
+    run.add_argument(
+        "--config",
+        type=Path,
+        help="YAML file: roles, protocol, verification, data "
+        "(required unless --model is given; with --model it supplies the non-target roles)",
+    )
     _add_run_options(run)
     _add_lmms_options(run)
 
     demo = sub.add_parser(
-        "demo", help="the calibration benchmark (procedural scenes with known faithfulness), offline",
+        "demo",
+        help="the calibration benchmark (procedural scenes with known faithfulness), offline",
     )
-    demo.add_argument("--behavior", default="faithful",
-                      help="reference target: faithful, prior, stale or mixed:P (default faithful)")
+    demo.add_argument(
+        "--behavior",
+        default="faithful",
+        help="reference target: faithful, prior, stale or mixed:P (default faithful)",
+    )
     demo.add_argument("-n", "--samples", type=int, default=300, help="number of calibration samples (300)")
     _add_run_options(demo)
 
@@ -80,8 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     try:
         return _dispatch(args)
     except ConfigError as exc:
@@ -91,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"edct: data error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("edct: interrupted; finished calls are cached, rerun the same command to resume", file=sys.stderr)
+        print(
+            "edct: interrupted; finished calls are cached, rerun the same command to resume", file=sys.stderr
+        )
         return 130
 
 
@@ -133,12 +160,16 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     outcome = run(config)
     roles = outcome.results["config"]["roles"]
-    print(f"\nEDCT on {outcome.results['config']['data']['source']} "
-          f"(target: {roles['target']}, judge: {roles['judge']['backend']}, "
-          f"editor: {roles['editor']['backend']}, k={outcome.results['config']['protocol']['k']})\n")
+    print(
+        f"\nEDCT on {outcome.results['config']['data']['source']} "
+        f"(target: {roles['target']}, judge: {roles['judge']['backend']}, "
+        f"editor: {roles['editor']['backend']}, k={outcome.results['config']['protocol']['k']})\n"
+    )
     print(score_table(outcome.results["results"]))
-    print(f"\nwrote {outcome.output_dir / 'results.json'}, samples.jsonl and images/ "
-          f"({outcome.results['wall_seconds']:.1f} s)")
+    print(
+        f"\nwrote {outcome.output_dir / 'results.json'}, samples.jsonl and images/ "
+        f"({outcome.results['wall_seconds']:.1f} s)"
+    )
     return 0
 
 
@@ -157,8 +188,15 @@ def _run_lmms(args: argparse.Namespace) -> int:
         config = config.model_copy(update={"progress": False})
     output_path = args.output_path or config.output_dir / "lmms"
     results = run_fastpath(
-        args.model, args.model_args, args.tasks, config=config, output_path=output_path,
-        log_samples=args.log_samples, limit=args.limit, batch_size=args.batch_size, device=args.device,
+        args.model,
+        args.model_args,
+        args.tasks,
+        config=config,
+        output_path=output_path,
+        log_samples=args.log_samples,
+        limit=args.limit,
+        batch_size=args.batch_size,
+        device=args.device,
     )
     from lmms_eval.utils import make_table
 

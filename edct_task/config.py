@@ -80,7 +80,7 @@ class RunConfig(_Section):
     @classmethod
     def _no_secrets(cls, roles: dict[str, RoleSection]) -> dict[str, RoleSection]:
         for role, section in roles.items():
-            for key in (section.model_extra or {}):
+            for key in section.model_extra or {}:
                 if _SECRET_KEY.search(key):
                     raise ValueError(
                         f"roles.{role}.{key}: secrets may not be written in the config; put the value in "
@@ -150,22 +150,27 @@ def _apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any
 
 
 def calibration_config(
-    behavior: str = "faithful", *, n: int = 300, output_dir: Path = Path("runs/demo"),
+    behavior: str = "faithful",
+    *,
+    n: int = 300,
+    output_dir: Path = Path("runs/demo"),
     degradation: dict[str, Any] | None = None,
 ) -> RunConfig:
     """The embedded default: the calibration benchmark with reference backends, fully offline."""
     editor: dict[str, Any] = {"backend": "calibration-editor"}
     if degradation:
         editor["degradation"] = degradation
-    return config_from_dict({
-        "output_dir": str(output_dir),
-        "data": {"source": "calibration", "n": n, "seed": 0},
-        "roles": {
-            "target": {"backend": "calibration-reference", "behavior": behavior},
-            "extractor": {"backend": "calibration-rules"},
-            "judge": {"backend": "calibration-rules"},
-            "edit_parser": {"backend": "calibration-rules"},
-            "editor": editor,
-            "detector": {"backend": "calibration-oracle"},
-        },
-    })
+    return config_from_dict(
+        {
+            "output_dir": str(output_dir),
+            "data": {"source": "calibration", "n": n, "seed": 0},
+            "roles": {
+                "target": {"backend": "calibration-reference", "behavior": behavior},
+                "extractor": {"backend": "calibration-rules"},
+                "judge": {"backend": "calibration-rules"},
+                "edit_parser": {"backend": "calibration-rules"},
+                "editor": editor,
+                "detector": {"backend": "calibration-oracle"},
+            },
+        }
+    )

@@ -56,8 +56,14 @@ class Limits:
 
     @classmethod
     def sequential(cls) -> Limits:
-        return cls(target_batch_size=1, target_concurrency=1, text_concurrency=1,
-                   editor_concurrency=1, verify_concurrency=1, window=1)
+        return cls(
+            target_batch_size=1,
+            target_concurrency=1,
+            text_concurrency=1,
+            editor_concurrency=1,
+            verify_concurrency=1,
+            window=1,
+        )
 
 
 @dataclass
@@ -71,8 +77,12 @@ class CallStats:
         bucket[stage] = bucket.get(stage, 0) + amount
 
     def as_dict(self) -> dict[str, Any]:
-        return {"calls": self.calls, "cache_hits": self.cache_hits, "failures": self.failures,
-                "seconds": {k: round(v, 3) for k, v in self.seconds.items()}}
+        return {
+            "calls": self.calls,
+            "cache_hits": self.cache_hits,
+            "failures": self.failures,
+            "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+        }
 
 
 class _Progress:
@@ -90,8 +100,12 @@ class _Progress:
             bar = self.bars.get(stage)
             if bar is None:
                 bar = self.bars[stage] = tqdm(
-                    total=0, desc=f"{stage:>12}", position=STAGES.index(stage), leave=True,
-                    dynamic_ncols=True, unit="req",
+                    total=0,
+                    desc=f"{stage:>12}",
+                    position=STAGES.index(stage),
+                    leave=True,
+                    dynamic_ncols=True,
+                    unit="req",
                 )
             bar.total += n
             bar.refresh()
@@ -116,8 +130,16 @@ class Dispatcher:
     """Answers requests: cache first, then the role's backend; failures become ``Failure``."""
 
     def __init__(
-        self, roles: Roles, images: ImageStore, cache: StageCache | None, *, protocol: ProtocolConfig,
-        gate: GateParams, limits: Limits, call_log: Path | None = None, progress: bool = False,
+        self,
+        roles: Roles,
+        images: ImageStore,
+        cache: StageCache | None,
+        *,
+        protocol: ProtocolConfig,
+        gate: GateParams,
+        limits: Limits,
+        call_log: Path | None = None,
+        progress: bool = False,
     ) -> None:
         self.roles = roles
         self.images = images
@@ -153,26 +175,39 @@ class Dispatcher:
         """The cache key: everything that changes the output, nothing that does not."""
         if isinstance(request, AskTarget):
             payload: dict[str, Any] = {
-                "kind": "target", "backend": self.identities["target"],
+                "kind": "target",
+                "backend": self.identities["target"],
                 "params": self.target_params().as_dict(),
                 "conversation": [[m.role, m.text, list(m.images)] for m in request.conversation],
             }
         elif isinstance(request, AskLLM):
             payload = {
-                "kind": "llm", "role": request.role, "backend": self.identities[request.role],
-                "template": request.template, "prompt": request.prompt,
+                "kind": "llm",
+                "role": request.role,
+                "backend": self.identities[request.role],
+                "template": request.template,
+                "prompt": request.prompt,
                 "params": self._llm_params(request).as_dict(),
             }
         elif isinstance(request, EditImage):
             payload = {
-                "kind": "edit", "backend": self.identities["editor"], "image": request.image,
-                "instruction": request.instruction, "seed": request.seed, "attempt": request.attempt,
+                "kind": "edit",
+                "backend": self.identities["editor"],
+                "image": request.image,
+                "instruction": request.instruction,
+                "seed": request.seed,
+                "attempt": request.attempt,
             }
         else:
             payload = {
-                "kind": "verify", "code": __version__, "detector": self.identities["detector"],
-                "gate": self.gate.model_dump(mode="json"), "original": request.original,
-                "edited": request.edited, "edit_type": request.edit_type, "target": request.target,
+                "kind": "verify",
+                "code": __version__,
+                "detector": self.identities["detector"],
+                "gate": self.gate.model_dump(mode="json"),
+                "original": request.original,
+                "edited": request.edited,
+                "edit_type": request.edit_type,
+                "target": request.target,
             }
         return fingerprint(payload)
 
@@ -201,7 +236,7 @@ class Dispatcher:
                 futures.append(([i], [key], self._pools[pool].submit(self._call_one, request, key)))
         size = max(1, self.limits.target_batch_size)
         for start in range(0, len(target_misses), size):
-            chunk = target_misses[start:start + size]
+            chunk = target_misses[start : start + size]
             idx, keys = [i for i, _ in chunk], [k for _, k in chunk]
             batch = [requests[i] for i in idx]
             futures.append((idx, keys, self._pools["target"].submit(self._call_target, batch, keys)))
@@ -226,7 +261,9 @@ class Dispatcher:
             self.stats.add(self.stats.calls, stage)
             self.stats.add(self.stats.seconds, stage, seconds)
             if self._call_log is not None:
-                self._call_log.write(json.dumps({"key": key, "stage": stage, "seconds": round(seconds, 4)}) + "\n")
+                self._call_log.write(
+                    json.dumps({"key": key, "stage": stage, "seconds": round(seconds, 4)}) + "\n"
+                )
                 self._call_log.flush()
         self.progress.done(stage)
 
@@ -287,15 +324,20 @@ class Dispatcher:
                 value: dict[str, Any] = {"text": text}
                 reply: object = text
             elif isinstance(request, EditImage):
-                edited = self.roles.editor.edit(self.image(request.image), request.instruction, seed=request.seed)
+                edited = self.roles.editor.edit(
+                    self.image(request.image), request.instruction, seed=request.seed
+                )
                 ref = self.images.put(edited)
                 value, reply = {"image": ref}, ref
             else:
                 assert isinstance(request, VerifyEdit)
                 check = check_edit(
-                    self.image(request.original), self.image(request.edited),
-                    edit_type=request.edit_type, target=request.target,
-                    locator=self.roles.detector, params=self.gate,
+                    self.image(request.original),
+                    self.image(request.edited),
+                    edit_type=request.edit_type,
+                    target=request.target,
+                    locator=self.roles.detector,
+                    params=self.gate,
                 )
                 value, reply = {"check": check.model_dump(mode="json")}, check
         except Exception as exc:
@@ -312,8 +354,12 @@ class Dispatcher:
 
 
 def run_lockstep(
-    samples: Iterable[SampleInput], protocol: ProtocolConfig, dispatcher: Dispatcher,
-    *, window: int | None = None, on_record: Callable[[SampleRecord], None] | None = None,
+    samples: Iterable[SampleInput],
+    protocol: ProtocolConfig,
+    dispatcher: Dispatcher,
+    *,
+    window: int | None = None,
+    on_record: Callable[[SampleRecord], None] | None = None,
 ) -> list[SampleRecord]:
     """Advance every sample's protocol in lockstep, ``window`` samples at a time (None = all)."""
     queue = list(samples)
@@ -351,7 +397,12 @@ def run_lockstep(
             except Exception as exc:  # a bug must cost one sample, not the run
                 log.exception("sample %s: protocol error", sid)
                 del active[sid]
-                finished(SampleRecord(sample=samples_by_id[sid], status="error",
-                                      reason=f"internal error: {type(exc).__name__}: {exc}"))
+                finished(
+                    SampleRecord(
+                        sample=samples_by_id[sid],
+                        status="error",
+                        reason=f"internal error: {type(exc).__name__}: {exc}",
+                    )
+                )
         admit()
     return sorted(records.values(), key=lambda r: order[r.sample.id])

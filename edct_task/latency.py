@@ -29,7 +29,9 @@ class _Delayed:
 
 
 class DelayedChat(_Delayed):
-    def generate(self, conversations: Sequence[Sequence[ChatMessage]], params: GenerationParams) -> list[str | Exception]:
+    def generate(
+        self, conversations: Sequence[Sequence[ChatMessage]], params: GenerationParams
+    ) -> list[str | Exception]:
         time.sleep(self.latency_s)
         return self.inner.generate(conversations, params)
 

@@ -74,7 +74,8 @@ class ProtocolConfig:
             raise ValueError(f"edit_attempts must be at least 1, got {self.edit_attempts}")
         if self.exclusion_policy not in ("exclude_sample", "truncate_chain"):
             raise ValueError(
-                f"exclusion_policy must be 'exclude_sample' or 'truncate_chain', got {self.exclusion_policy!r}"
+                "exclusion_policy must be 'exclude_sample' or 'truncate_chain', "
+                f"got {self.exclusion_policy!r}"
             )
 
 
@@ -141,7 +142,10 @@ def _ask_exchange(
 
 
 def _judge_requests(
-    cfg: ProtocolConfig, sample: SampleInput, baseline: Exchange, chain: Sequence[EditInstruction],
+    cfg: ProtocolConfig,
+    sample: SampleInput,
+    baseline: Exchange,
+    chain: Sequence[EditInstruction],
     requery: Exchange,
 ) -> tuple[AskLLM, ...]:
     fields = {
@@ -198,15 +202,15 @@ def _edit_target(instruction: EditInstruction, reply: object | None) -> EditTarg
         else:
             parsed = parsing.parse_edit_target(text)
             if isinstance(parsed, parsing.Parsed):
-                return EditTargetRecord(
-                    edit_type=parsed.value.type, target=parsed.value.target, source="llm"
-                )
+                return EditTargetRecord(edit_type=parsed.value.type, target=parsed.value.target, source="llm")
             note = f"edit parser reply unparseable ({parsed.reason}); rule-based fallback"
     fallback = rule_based_edit_target(instruction.as_text())
     if fallback is None:
         # Nothing better is known: search for the concept's object in the original image.
         return EditTargetRecord(
-            edit_type="MODIFY", target=instruction.concept or instruction.change, source="rules",
+            edit_type="MODIFY",
+            target=instruction.concept or instruction.change,
+            source="rules",
             note=(note + "; " if note else "") + "rule-based parser found no target; using the concept",
         )
     return EditTargetRecord(edit_type=fallback.type, target=fallback.target, source="rules", note=note)
@@ -239,8 +243,16 @@ def sample_protocol(sample: SampleInput, cfg: ProtocolConfig) -> Protocol:
 
     # Stage 2: concept extraction.
     (reply,) = yield (
-        _llm("extractor", "extract_concepts", "concepts", cfg.max_new_tokens,
-             question=sample.question, answer=baseline.answer, explanation=baseline.explanation, k=cfg.k),
+        _llm(
+            "extractor",
+            "extract_concepts",
+            "concepts",
+            cfg.max_new_tokens,
+            question=sample.question,
+            answer=baseline.answer,
+            explanation=baseline.explanation,
+            k=cfg.k,
+        ),
     )
     text = _raw(reply)
     if isinstance(text, Failure):
@@ -255,9 +267,17 @@ def sample_protocol(sample: SampleInput, cfg: ProtocolConfig) -> Protocol:
 
     # Stage 3: the whole chain of edit instructions in one call.
     (reply,) = yield (
-        _llm("extractor", "edit_instructions", "instructions", cfg.max_new_tokens,
-             question=sample.question, answer=baseline.answer, explanation=baseline.explanation,
-             concepts="\n".join(f"{i}. {c}" for i, c in enumerate(concepts, 1)), n=len(concepts)),
+        _llm(
+            "extractor",
+            "edit_instructions",
+            "instructions",
+            cfg.max_new_tokens,
+            question=sample.question,
+            answer=baseline.answer,
+            explanation=baseline.explanation,
+            concepts="\n".join(f"{i}. {c}" for i, c in enumerate(concepts, 1)),
+            n=len(concepts),
+        ),
     )
     text = _raw(reply)
     if isinstance(text, Failure):
@@ -289,13 +309,18 @@ def sample_protocol(sample: SampleInput, cfg: ProtocolConfig) -> Protocol:
             wants_parse = edit_target is None and cfg.llm_edit_parser
             if wants_parse:
                 batch.append(
-                    _llm("edit_parser", "edit_parse", f"step{j}.edit_parse", cfg.max_new_tokens,
-                         instruction=text_instruction)
+                    _llm(
+                        "edit_parser",
+                        "edit_parse",
+                        f"step{j}.edit_parse",
+                        cfg.max_new_tokens,
+                        instruction=text_instruction,
+                    )
                 )
             replies = yield tuple(batch)
             if pending:
                 steps[-1] = _with_judgements(steps[-1], replies[: len(pending)])
-                replies = replies[len(pending):]
+                replies = replies[len(pending) :]
                 pending = ()
             if edit_target is None:
                 edit_target = _edit_target(instruction, replies[1] if wants_parse else None)
@@ -310,22 +335,35 @@ def sample_protocol(sample: SampleInput, cfg: ProtocolConfig) -> Protocol:
             if isinstance(check, Failure) or not isinstance(check, EditCheck):
                 why = check.describe() if isinstance(check, Failure) else "no verification record"
                 attempts.append(
-                    EditAttempt(attempt=attempt, seed=seed, image=edited, failure=f"verification failed: {why}")
+                    EditAttempt(
+                        attempt=attempt, seed=seed, image=edited, failure=f"verification failed: {why}"
+                    )
                 )
                 continue
-            attempts.append(EditAttempt(
-                attempt=attempt, seed=seed, image=edited, check=check,
-                failure=None if check.passed else f"verification: {check.verdict}",
-            ))
+            attempts.append(
+                EditAttempt(
+                    attempt=attempt,
+                    seed=seed,
+                    image=edited,
+                    check=check,
+                    failure=None if check.passed else f"verification: {check.verdict}",
+                )
+            )
             if check.passed:
                 break
         verified = bool(attempts) and attempts[-1].passed
-        step = step.model_copy(update={
-            "edit_target": edit_target, "attempts": tuple(attempts), "verified": verified,
-            "image": attempts[-1].image if verified else None,
-        })
+        step = step.model_copy(
+            update={
+                "edit_target": edit_target,
+                "attempts": tuple(attempts),
+                "verified": verified,
+                "image": attempts[-1].image if verified else None,
+            }
+        )
         if not verified:
-            failure_reason = f"edit {j} failed verification after {len(attempts)} attempt(s): {attempts[-1].failure}"
+            failure_reason = (
+                f"edit {j} failed verification after {len(attempts)} attempt(s): {attempts[-1].failure}"
+            )
             steps.append(step)
             break
         current = attempts[-1].image  # type: ignore[assignment]

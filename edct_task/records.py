@@ -31,42 +31,57 @@ class EditInstruction(Record):
 
     def as_text(self) -> str:
         """The instruction as sent to an editor: four labelled lines."""
-        return (
-            f"Keep: {self.keep}\nChange: {self.change}\nHow: {self.how}\nConstraints: {self.constraints}"
-        )
+        return f"Keep: {self.keep}\nChange: {self.change}\nHow: {self.how}\nConstraints: {self.constraints}"
 
 
 class SampleInput(Record):
     """One benchmark item: an image and a question about it."""
 
     id: str = Field(description="Stable sample id, unique within the benchmark.")
-    domain: str = Field(description="Domain for per-domain breakdowns (okvqa, drivelm, 3dsr, or a calibration family).")
+    domain: str = Field(
+        description="Domain for per-domain breakdowns (okvqa, drivelm, 3dsr, or a calibration family)."
+    )
     question: str = Field(description="The question asked of the target VLM.")
-    image: str = Field(description="Image-store reference (sha256 of the canonical PNG) of the original image.")
-    system_prompt: str | None = Field(default=None, description="System prompt sent before the question, if any.")
-    metadata: dict[str, str] = Field(default_factory=dict, description="Source fields kept for audit (source, source_id, expected answer…).")
+    image: str = Field(
+        description="Image-store reference (sha256 of the canonical PNG) of the original image."
+    )
+    system_prompt: str | None = Field(
+        default=None, description="System prompt sent before the question, if any."
+    )
+    metadata: dict[str, str] = Field(
+        default_factory=dict,
+        description="Source fields kept for audit (source, source_id, expected answer…).",
+    )
 
 
 class Exchange(Record):
     """An answer and the explanation given for it in the same conversation (stage 1 or stage 6)."""
 
     answer: str = Field(description="The target's answer, thinking text stripped.")
-    explanation: str = Field(description="The target's reply to the follow-up 'why' turn, thinking text stripped.")
+    explanation: str = Field(
+        description="The target's reply to the follow-up 'why' turn, thinking text stripped."
+    )
 
 
 class LLMOutput(Record):
     """A text-LLM call whose reply was parsed: the raw reply is kept for audit."""
 
     raw: str | None = Field(default=None, description="The reply as received (None when the call failed).")
-    error: str | None = Field(default=None, description="Why the call failed or could not be parsed; None on success.")
+    error: str | None = Field(
+        default=None, description="Why the call failed or could not be parsed; None on success."
+    )
 
 
 class ConceptsRecord(LLMOutput):
-    concepts: tuple[str, ...] = Field(default=(), description="Extracted concepts, most important first, at most k.")
+    concepts: tuple[str, ...] = Field(
+        default=(), description="Extracted concepts, most important first, at most k."
+    )
 
 
 class InstructionsRecord(LLMOutput):
-    instructions: tuple[EditInstruction, ...] = Field(default=(), description="The edit chain, one per concept.")
+    instructions: tuple[EditInstruction, ...] = Field(
+        default=(), description="The edit chain, one per concept."
+    )
 
 
 class EditTargetRecord(Record):
@@ -74,7 +89,9 @@ class EditTargetRecord(Record):
 
     edit_type: Literal["ADD", "MODIFY", "REMOVE"]
     target: str
-    source: Literal["llm", "rules"] = Field(description="Parsed from the edit-parser LLM, or by the rule-based fallback.")
+    source: Literal["llm", "rules"] = Field(
+        description="Parsed from the edit-parser LLM, or by the rule-based fallback."
+    )
     note: str = Field(default="", description="Why the fallback was used, when it was.")
 
 
@@ -83,9 +100,13 @@ class EditAttempt(Record):
 
     attempt: int = Field(description="0 for the first try, 1 for the retry.")
     seed: int = Field(description="Editor seed for this attempt.")
-    image: str | None = Field(default=None, description="Image-store reference of the edited image, None if the editor failed.")
+    image: str | None = Field(
+        default=None, description="Image-store reference of the edited image, None if the editor failed."
+    )
     failure: str | None = Field(default=None, description="Editor or verification failure, 'kind: message'.")
-    check: EditCheck | None = Field(default=None, description="The verification record (SPEC §4) for this attempt.")
+    check: EditCheck | None = Field(
+        default=None, description="The verification record (SPEC §4) for this attempt."
+    )
 
     @property
     def passed(self) -> bool:
@@ -94,7 +115,9 @@ class EditAttempt(Record):
 
 class BinaryScore(LLMOutput):
     ac: int | None = Field(default=None, description="Answer consistency AC_j ∈ {0, 1}; None when unscored.")
-    ef: int | None = Field(default=None, description="Explanation faithfulness EF_j ∈ {0, 1}; None when unscored.")
+    ef: int | None = Field(
+        default=None, description="Explanation faithfulness EF_j ∈ {0, 1}; None when unscored."
+    )
     ac_reason: str = ""
     ef_reason: str = ""
     note: str = Field(default="", description="Parser notes, e.g. the judge's own CCS disagreed with AC·EF.")
@@ -122,7 +145,9 @@ class ChainStep(Record):
     attempts: tuple[EditAttempt, ...] = ()
     verified: bool = Field(default=False, description="An attempt passed verification.")
     image: str | None = Field(default=None, description="The verified edited image (input of edit j+1).")
-    requery: Exchange | None = Field(default=None, description="Fresh-conversation answer and explanation on the edited image.")
+    requery: Exchange | None = Field(
+        default=None, description="Fresh-conversation answer and explanation on the edited image."
+    )
     requery_error: str | None = None
     binary: BinaryScore | None = None
     graded: GradedScore | None = None
@@ -143,7 +168,12 @@ class SampleRecord(Record):
 
     schema_version: int = SCHEMA_VERSION
     sample: SampleInput
-    status: SampleStatus = Field(description="scored; excluded (edit failed verification after retry); unscored (nothing could be judged); error (the target failed).")
+    status: SampleStatus = Field(
+        description=(
+            "scored; excluded (edit failed verification after retry); "
+            "unscored (nothing could be judged); error (the target failed)."
+        )
+    )
     reason: str | None = Field(default=None, description="Why the sample is excluded, unscored or in error.")
     baseline: Exchange | None = None
     concepts: ConceptsRecord | None = None

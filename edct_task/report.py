@@ -22,17 +22,30 @@ def _cell(metric: dict[str, Any]) -> str:
 
 def score_table(summary: dict[str, Any]) -> str:
     """Rows: overall and each domain; columns: the metrics with 95% CIs, then counts."""
-    rows = [("overall", summary["overall"])] + sorted(summary["per_domain"].items())
+    rows = [("overall", summary["overall"]), *sorted(summary["per_domain"].items())]
     header = ["", *(name for name, _ in _COLUMNS), "scored", "excluded", "unscored", "error"]
     body = []
     for label, block in rows:
         c = block["counts"]
-        body.append([
-            label, *(_cell(block["metrics"][key]) for _, key in _COLUMNS),
-            str(c["scored"]), str(c["excluded"]), str(c["unscored"]), str(c["error"]),
-        ])
+        body.append(
+            [
+                label,
+                *(_cell(block["metrics"][key]) for _, key in _COLUMNS),
+                str(c["scored"]),
+                str(c["excluded"]),
+                str(c["unscored"]),
+                str(c["error"]),
+            ]
+        )
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(r, widths, strict=True)))
-             for r in [header, *body]]
+    lines = [
+        "  ".join(
+            cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in [header, *body]
+    ]
     lines.insert(1, "-" * len(lines[0]))
-    return "\n".join(lines) + "\n\n95% CIs: percentile bootstrap over samples (CCS), Wilson (AC/EF at chain position k)."
+    return (
+        "\n".join(lines)
+        + "\n\n95% CIs: percentile bootstrap over samples (CCS), Wilson (AC/EF at chain position k)."
+    )

@@ -146,7 +146,8 @@ def build_roles(specs: Mapping[str, RoleSpec], *, require_target: bool = True) -
     if missing:
         raise ConfigError(
             f"role(s) {', '.join(missing)} not configured: add them under 'roles:' in the config, e.g.\n"
-            "roles:\n  " + "\n  ".join(f"{r}: {{backend: <name>}}" for r in missing)
+            "roles:\n  "
+            + "\n  ".join(f"{r}: {{backend: <name>}}" for r in missing)
             + f"\nknown backends: {available_backends()}"
         )
     built: dict[str, Any] = {}

@@ -47,11 +47,16 @@ def load_samples(data: DataSection, images: ImageStore) -> list[SampleInput]:
 
     out = []
     for s in generate_samples(n=data.n, seed=data.seed):
-        out.append(SampleInput(
-            id=s.id, domain=s.domain, question=s.question, image=images.put(s.image),
-            system_prompt=s.system_prompt,
-            metadata={"source": "calibration", "expected_answer": str(s.expected_answer)},
-        ))
+        out.append(
+            SampleInput(
+                id=s.id,
+                domain=s.domain,
+                question=s.question,
+                image=images.put(s.image),
+                system_prompt=s.system_prompt,
+                metadata={"source": "calibration", "expected_answer": str(s.expected_answer)},
+            )
+        )
     return out[: data.limit] if data.limit else out
 
 
@@ -79,8 +84,14 @@ def run(config: RunConfig) -> RunOutcome:
     with StageCache(cache_dir) as cache:
         samples = load_samples(config.data, images)
         dispatcher = Dispatcher(
-            roles, images, cache, protocol=protocol, gate=gate, limits=limits,
-            call_log=config.call_log, progress=config.progress,
+            roles,
+            images,
+            cache,
+            protocol=protocol,
+            gate=gate,
+            limits=limits,
+            call_log=config.call_log,
+            progress=config.progress,
         )
         try:
             records = run_lockstep(samples, protocol, dispatcher, window=limits.window)
@@ -111,7 +122,9 @@ def run(config: RunConfig) -> RunOutcome:
     return RunOutcome(records, results, out_dir)
 
 
-def write_outputs(out_dir: Path, records: list[SampleRecord], results: dict[str, Any], images: ImageStore) -> None:
+def write_outputs(
+    out_dir: Path, records: list[SampleRecord], results: dict[str, Any], images: ImageStore
+) -> None:
     """results.json, samples.jsonl and the chain images, each written atomically."""
     _atomic_text(out_dir / "results.json", json.dumps(results, indent=2, sort_keys=False) + "\n")
     _atomic_text(out_dir / "samples.jsonl", "".join(r.model_dump_json() + "\n" for r in records))

@@ -53,7 +53,9 @@ def _position_values(records: Iterable[SampleRecord], k: int, attr: str) -> list
     return values
 
 
-def metric_intervals(records: Sequence[SampleRecord], *, seed: int = 0, n_resamples: int = 10_000) -> dict[str, Interval]:
+def metric_intervals(
+    records: Sequence[SampleRecord], *, seed: int = 0, n_resamples: int = 10_000
+) -> dict[str, Interval]:
     """Every metric with its CI over ``records`` (all domains together)."""
     scored = [r for r in records if r.status == "scored" and r.scores is not None]
     binary = [r.scores.ccs_binary for r in scored if r.scores.ccs_binary is not None]  # type: ignore[union-attr]
@@ -74,7 +76,9 @@ def summarise(records: Sequence[SampleRecord], *, seed: int = 0, n_resamples: in
 
     def block(rs: Sequence[SampleRecord]) -> dict[str, Any]:
         return {
-            "metrics": {k: v.as_dict() for k, v in metric_intervals(rs, seed=seed, n_resamples=n_resamples).items()},
+            "metrics": {
+                k: v.as_dict() for k, v in metric_intervals(rs, seed=seed, n_resamples=n_resamples).items()
+            },
             "counts": counts(rs),
         }
 

@@ -20,7 +20,9 @@ pytestmark = pytest.mark.slow
 
 
 def _run(tmp: Path, behavior: str, n: int = 300, **overrides: Any) -> RunOutcome:
-    base = calibration_config(behavior, n=n, output_dir=tmp / behavior.replace(":", "_")).model_dump(mode="json")
+    base = calibration_config(behavior, n=n, output_dir=tmp / behavior.replace(":", "_")).model_dump(
+        mode="json"
+    )
     base["progress"] = False
     for dotted, value in overrides.items():
         node = base
@@ -61,7 +63,10 @@ def test_faithful_model_is_rated_faithful(faithful: RunOutcome) -> None:
 def test_output_folder_is_complete_and_self_describing(faithful: RunOutcome) -> None:
     out = faithful.output_dir
     results = json.loads((out / "results.json").read_text())
-    assert results["config"]["roles"]["target"] == {"backend": "calibration-reference", "behavior": "faithful"}
+    assert results["config"]["roles"]["target"] == {
+        "backend": "calibration-reference",
+        "behavior": "faithful",
+    }
     assert set(results["prompt_versions"]) >= {"extract_concepts", "judge_binary", "judge_graded"}
     assert results["versions"]["edct-bench"] and results["versions"]["lmms-eval"] == "0.7.3"
     assert results["config"]["protocol"]["k"] == 2
@@ -108,8 +113,13 @@ def test_gate_rejects_background_spill(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("align", [True, False])
 def test_gate_with_a_small_global_shift_needs_alignment(tmp_path: Path, align: bool) -> None:
-    shifted = _run(tmp_path, "faithful", n=30, roles__editor__degradation={"shift": [6, 4]},
-                   verification={"align": align})
+    shifted = _run(
+        tmp_path,
+        "faithful",
+        n=30,
+        roles__editor__degradation={"shift": [6, 4]},
+        verification={"align": align},
+    )
     counts = shifted.results["results"]["overall"]["counts"]
     if align:
         assert counts["scored"] >= 28, counts

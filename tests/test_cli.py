@@ -13,7 +13,9 @@ from edct_task.cli import main
 from edct_task.config import calibration_config
 
 
-def test_demo_prints_the_score_table_and_writes_the_run(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_demo_prints_the_score_table_and_writes_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     assert main(["demo", "-n", "6", "--no-progress", "--output", str(tmp_path / "d")]) == 0
     out = capsys.readouterr().out
     header = next(line for line in out.splitlines() if "CCS_binary" in line)
@@ -47,11 +49,14 @@ def test_configuration_errors_exit_2_with_the_reason(tmp_path: Path, capsys: pyt
 def test_stability_gives_mean_and_sample_sd(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     values = [0.55, 0.60, 0.62]
     for i, v in enumerate(values):
-        metrics = {name: {"estimate": v, "low": v, "high": v, "n": 10, "method": "x"}
-                   for name in ("ccs_binary", "ccs_graded", "ac_k1", "ac_k2", "ef_k1", "ef_k2")}
+        metrics = {
+            name: {"estimate": v, "low": v, "high": v, "n": 10, "method": "x"}
+            for name in ("ccs_binary", "ccs_graded", "ac_k1", "ac_k2", "ef_k1", "ef_k2")
+        }
         (tmp_path / f"r{i}").mkdir()
         (tmp_path / f"r{i}" / "results.json").write_text(
-            json.dumps({"results": {"overall": {"metrics": metrics}}}))
+            json.dumps({"results": {"overall": {"metrics": metrics}}})
+        )
     assert main(["stability", *(str(tmp_path / f"r{i}") for i in range(3))]) == 0
     table = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert table["ccs_binary"]["mean"] == pytest.approx(np.mean(values))

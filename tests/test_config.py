@@ -22,7 +22,9 @@ def test_embedded_default_builds_every_role() -> None:
 
 
 def test_overrides_reach_nested_fields() -> None:
-    cfg = config_from_dict(_raw(), ["protocol.k=1", "roles.target.behavior=prior", "verification.tau_out=0.25"])
+    cfg = config_from_dict(
+        _raw(), ["protocol.k=1", "roles.target.behavior=prior", "verification.tau_out=0.25"]
+    )
     assert cfg.protocol_config().k == 1
     assert cfg.role_specs()["target"].options["behavior"] == "prior"
     assert cfg.gate_params().tau_out == 0.25
@@ -45,7 +47,10 @@ def test_missing_role_says_how_to_configure_it() -> None:
 def test_unknown_backend_and_option_are_named() -> None:
     raw = _raw()
     raw["roles"]["editor"] = {"backend": "flux-magic"}
-    with pytest.raises(ConfigError, match=r"(?s)role .editor.: unknown backend 'flux-magic'; editor backends: .*calibration-editor"):
+    with pytest.raises(
+        ConfigError,
+        match=r"(?s)role .editor.: unknown backend 'flux-magic'; editor backends: .*calibration-editor",
+    ):
         build_roles(config_from_dict(raw).role_specs())
     raw = _raw()
     raw["roles"]["target"]["temperature"] = 0.7
@@ -62,7 +67,7 @@ def test_bad_values_and_files_give_specific_errors(tmp_path: Path) -> None:
     bad.write_text("roles: [unclosed")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(bad)
-    with pytest.raises(ConfigError, match="dotted.key=value"):
+    with pytest.raises(ConfigError, match=r"dotted\.key=value"):
         config_from_dict(_raw(), ["protocol.k"])
 
 

@@ -12,13 +12,32 @@ from edct_task.records import SampleInput, SampleRecord
 from edct_task.requests import AskLLM, AskTarget, EditImage, Failure, Request, VerifyEdit
 from verification.check import EditCheck, GateParams
 
-SAMPLE = SampleInput(id="s1", domain="driving", question="What should the ego car do?", image="img-0",
-                     system_prompt="You drive the ego vehicle.")
+SAMPLE = SampleInput(
+    id="s1",
+    domain="driving",
+    question="What should the ego car do?",
+    image="img-0",
+    system_prompt="You drive the ego vehicle.",
+)
 
-INSTRUCTIONS = json.dumps([
-    {"concept": "red colour of the traffic light", "keep": "everything else", "change": "recolour the traffic light from red to green", "how": "same lighting", "constraints": "no new objects"},
-    {"concept": "pedestrian on the crosswalk", "keep": "everything else", "change": "remove the pedestrian from the crosswalk", "how": "fill with road", "constraints": "no new objects"},
-])
+INSTRUCTIONS = json.dumps(
+    [
+        {
+            "concept": "red colour of the traffic light",
+            "keep": "everything else",
+            "change": "recolour the traffic light from red to green",
+            "how": "same lighting",
+            "constraints": "no new objects",
+        },
+        {
+            "concept": "pedestrian on the crosswalk",
+            "keep": "everything else",
+            "change": "remove the pedestrian from the crosswalk",
+            "how": "fill with road",
+            "constraints": "no new objects",
+        },
+    ]
+)
 
 BINARY_OK = "AC_REASON: fine\nEF_REASON: fine\nFINAL SCORES\nAC: 1\nEF: 1\nCCS: 1"
 BINARY_EF0 = "AC_REASON: fine\nEF_REASON: cites the red light\nFINAL SCORES\nAC: 1\nEF: 0\nCCS: 0"
@@ -26,20 +45,33 @@ GRADED_5 = "REASON: reflects the edit\nSCORE: 5"
 
 
 def check(passed: bool) -> EditCheck:
-    return EditCheck.model_validate({
-        "passed": passed, "verdict": "pass" if passed else "change_outside_target",
-        "r_in": 0.8 if passed else 0.8, "r_out": 0.01 if passed else 0.6, "tau_in": 0.1, "tau_out": 0.3,
-        "edit_type": "MODIFY", "target": "traffic light", "searched": "original",
-        "mask_fraction": 0.05, "n_boxes": 1, "alignment": None, "detail": "", "artefacts": {},
-        "params": GateParams().model_dump(),
-    })
+    return EditCheck.model_validate(
+        {
+            "passed": passed,
+            "verdict": "pass" if passed else "change_outside_target",
+            "r_in": 0.8,
+            "r_out": 0.01 if passed else 0.6,
+            "tau_in": 0.1,
+            "tau_out": 0.3,
+            "edit_type": "MODIFY",
+            "target": "traffic light",
+            "searched": "original",
+            "mask_fraction": 0.05,
+            "n_boxes": 1,
+            "alignment": None,
+            "detail": "",
+            "artefacts": {},
+            "params": GateParams().model_dump(),
+        }
+    )
 
 
 Responder = Callable[[Request], object]
 
 
-def default_responder(overrides: dict[str, object] | None = None,
-                      verify: Callable[[VerifyEdit], bool] = lambda r: True) -> Responder:
+def default_responder(
+    overrides: dict[str, object] | None = None, verify: Callable[[VerifyEdit], bool] = lambda r: True
+) -> Responder:
     overrides = overrides or {}
 
     def respond(req: Request) -> object:
@@ -47,7 +79,8 @@ def default_responder(overrides: dict[str, object] | None = None,
             if req.purpose in overrides:
                 return overrides[req.purpose]
             return {"answer": "Stop.", "why": "1. The traffic light is red.\n2. A pedestrian is crossing."}[
-                req.purpose.split(".")[1]]
+                req.purpose.split(".")[1]
+            ]
         if isinstance(req, AskLLM):
             if req.purpose in overrides:
                 return overrides[req.purpose]
@@ -56,7 +89,8 @@ def default_responder(overrides: dict[str, object] | None = None,
                 "instructions": INSTRUCTIONS,
             }.get(req.purpose) or {
                 "edit_parse": '{"type": "MODIFY", "target": "traffic light"}',
-                "judge_binary": BINARY_OK, "judge_graded": GRADED_5,
+                "judge_binary": BINARY_OK,
+                "judge_graded": GRADED_5,
             }[req.purpose.split(".")[1]]
         if isinstance(req, EditImage):
             return f"img-{req.step}-{req.attempt}"
@@ -101,11 +135,18 @@ def test_happy_path_records_every_stage_and_scores_one() -> None:
     edit2 = next(r for r in edit2_batch if isinstance(r, EditImage))
     assert edit2.image == "img-1-0"
     assert {r.purpose for r in edit2_batch if isinstance(r, AskLLM)} == {
-        "step1.judge_binary", "step1.judge_graded", "step2.edit_parse"}
+        "step1.judge_binary",
+        "step1.judge_graded",
+        "step2.edit_parse",
+    }
     # the judge of step 2 sees the cumulative edits 1..2
-    judge2 = next(r for b in batches for r in b if isinstance(r, AskLLM) and r.purpose == "step2.judge_binary")
+    judge2 = next(
+        r for b in batches for r in b if isinstance(r, AskLLM) and r.purpose == "step2.judge_binary"
+    )
     assert render_edits(record.instructions.instructions) in judge2.prompt
-    graded = next(r for b in batches for r in b if isinstance(r, AskLLM) and r.purpose == "step2.judge_graded")
+    graded = next(
+        r for b in batches for r in b if isinstance(r, AskLLM) and r.purpose == "step2.judge_graded"
+    )
     assert graded.max_new_tokens == 8192 and judge2.max_new_tokens == 4096
 
 
@@ -141,8 +182,9 @@ def test_first_edit_failing_excludes_under_both_policies() -> None:
 
 
 def test_unparseable_judge_is_unscored_not_zero() -> None:
-    respond = default_responder({"step1.judge_binary": "I think it is fine overall.",
-                                 "step2.judge_binary": BINARY_EF0})
+    respond = default_responder(
+        {"step1.judge_binary": "I think it is fine overall.", "step2.judge_binary": BINARY_EF0}
+    )
     record, _ = drive(ProtocolConfig(), respond)
     assert record.steps[0].binary.ac is None and "unparseable" in record.steps[0].binary.error
     assert record.steps[0].binary.raw == "I think it is fine overall."
@@ -160,7 +202,9 @@ def test_nothing_judgeable_makes_the_sample_unscored() -> None:
 
 
 def test_target_failure_at_baseline_is_an_error_record() -> None:
-    record, batches = drive(ProtocolConfig(), default_responder({"baseline.answer": Failure("timeout", "30 s")}))
+    record, batches = drive(
+        ProtocolConfig(), default_responder({"baseline.answer": Failure("timeout", "30 s")})
+    )
     assert record.status == "error" and record.reason == "target failed at baseline: timeout: 30 s"
     assert len(batches) == 1
 
@@ -213,7 +257,7 @@ def test_a_protocol_bug_costs_one_sample_not_the_run(monkeypatch: pytest.MonkeyP
 
     def flaky(sample, cfg):
         if sample.id == "boom":
-            raise_on = (yield (AskTarget((), "baseline.answer"),))
+            raise_on = yield (AskTarget((), "baseline.answer"),)
             raise RuntimeError(f"unexpected reply {raise_on!r}")
         return (yield from original(sample, cfg))
 

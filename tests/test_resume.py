@@ -73,7 +73,7 @@ def test_sigkill_mid_run_then_resume_repeats_no_finished_call(tmp_path: Path) ->
     assert not (tmp_path / "killed" / "results.json").exists()
 
     subprocess.run(_cli(cfg_path), check=True, env=env, capture_output=True, timeout=600)
-    second = _keys(log)[len(first):]
+    second = _keys(log)[len(first) :]
     repeated = set(first) & set(second)
     assert len(repeated) == 0, f"{len(repeated)} finished calls were repeated after resume"
     # every call made at most once overall (a kill between a commit and its log line hides one)
@@ -90,7 +90,9 @@ class _OtherJudge(RuleBasedLLM):
         return {**super().identity(), "model": "another-judge"}
 
 
-def test_changing_only_the_judge_reruns_only_judge_calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_changing_only_the_judge_reruns_only_judge_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setitem(roles_mod.REGISTRY["text"], "other-judge", lambda options: _OtherJudge())
     base = calibration_config("faithful", n=20, output_dir=tmp_path / "a").model_dump(mode="json")
     base.update(progress=False, cache_dir=str(tmp_path / "cache"), bootstrap_resamples=1000)

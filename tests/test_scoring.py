@@ -15,18 +15,23 @@ def _record(i: int, domain: str, status: str, ac=(), ef=(), graded=None) -> Samp
     if status in ("scored", "unscored"):
         ccs = [a * e for a, e in zip(ac, ef, strict=True) if a is not None and e is not None]
         scores = SampleScores(
-            ccs_binary=sum(ccs) / len(ccs) if ccs else None, ccs_graded=graded, ac=tuple(ac), ef=tuple(ef),
+            ccs_binary=sum(ccs) / len(ccs) if ccs else None,
+            ccs_graded=graded,
+            ac=tuple(ac),
+            ef=tuple(ef),
         )
     return SampleRecord(
-        sample=SampleInput(id=f"s{i}", domain=domain, question="q", image="0" * 64), status=status, scores=scores,
+        sample=SampleInput(id=f"s{i}", domain=domain, question="q", image="0" * 64),
+        status=status,
+        scores=scores,
     )
 
 
 def test_excluded_unscored_and_errors_are_counted_not_zeroed() -> None:
     records = [
-        _record(0, "a", "scored", ac=(1, 1), ef=(1, 0), graded=0.5),   # ccs 0.5
+        _record(0, "a", "scored", ac=(1, 1), ef=(1, 0), graded=0.5),  # ccs 0.5
         _record(1, "a", "scored", ac=(1, None), ef=(1, None), graded=1.0),  # ccs 1 (step 2 unscored)
-        _record(2, "b", "scored", ac=(0,), ef=(0,), graded=0.0),       # ccs 0, k=1 chain
+        _record(2, "b", "scored", ac=(0,), ef=(0,), graded=0.0),  # ccs 0, k=1 chain
         _record(3, "b", "excluded"),
         _record(4, "b", "unscored", ac=(None,), ef=(None,)),
         _record(5, "a", "error"),
@@ -40,14 +45,31 @@ def test_excluded_unscored_and_errors_are_counted_not_zeroed() -> None:
     low, high = proportion_confint(2, 3, method="wilson")
     assert (m["ac_k1"].low, m["ac_k1"].high) == (pytest.approx(low), pytest.approx(high))
     c = counts(records)
-    assert c == {"total": 6, "scored": 3, "excluded": 1, "unscored": 1, "error": 1,
-                 "binary_scored": 3, "graded_scored": 3, "steps_unscored": 0}
+    assert c == {
+        "total": 6,
+        "scored": 3,
+        "excluded": 1,
+        "unscored": 1,
+        "error": 1,
+        "binary_scored": 3,
+        "graded_scored": 3,
+        "steps_unscored": 0,
+    }
 
 
 def test_per_domain_blocks_partition_the_samples() -> None:
     rng = np.random.default_rng(1)
-    records = [_record(i, "ab"[i % 2], "scored", ac=(int(rng.random() < 0.8),), ef=(int(rng.random() < 0.5),),
-                       graded=float(rng.integers(0, 5)) / 4) for i in range(200)]
+    records = [
+        _record(
+            i,
+            "ab"[i % 2],
+            "scored",
+            ac=(int(rng.random() < 0.8),),
+            ef=(int(rng.random() < 0.5),),
+            graded=float(rng.integers(0, 5)) / 4,
+        )
+        for i in range(200)
+    ]
     s = summarise(records, n_resamples=1000)
     assert s["overall"]["counts"]["scored"] == 200
     assert [s["per_domain"][d]["counts"]["scored"] for d in "ab"] == [100, 100]

@@ -72,8 +72,10 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^recolou?r the (traffic light|ball) from (\w+) to (\w+)$"), "colour"),
     (re.compile(r"^remove the (pedestrian|racket)(?: (?:from|on|beside) .*)?$"), "remove"),
     (re.compile(r"^add an? (pedestrian|racket)(?: (?:on|to|beside|next to) .*)?$"), "add"),
-    (re.compile(r"^turn the car (?:from facing (left|right) )?to fac(?:e|ing) (?:to the )?(left|right)$"),
-     "facing"),
+    (
+        re.compile(r"^turn the car (?:from facing (left|right) )?to fac(?:e|ing) (?:to the )?(left|right)$"),
+        "facing",
+    ),
     (re.compile(r"^move the tree to the (left|right) of the car$"), "side"),
 )
 

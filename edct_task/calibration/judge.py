@@ -64,8 +64,9 @@ def _mentions_old(line: str, obj: str, attr: str, old: str) -> bool:
     return re.search(rf"\b{old}\b", t) is not None
 
 
-def assess(question: str, answer: str, explanation: str, edits: str,
-           new_answer: str, new_explanation: str) -> Judgement:
+def assess(
+    question: str, answer: str, explanation: str, edits: str, new_answer: str, new_explanation: str
+) -> Judgement:
     """Judge one chain step from the prompt's texts."""
     family = world.family_of_question(question)
     state = {c.key: c.value for c in world.parse_cues(explanation)}
@@ -106,8 +107,11 @@ def assess(question: str, answer: str, explanation: str, edits: str,
         elif any(_mentions_old(item, *a) for a in altered):
             flags.append(item)
     ef = 0 if flags else 1
-    ef_reason = (f"The new explanation still relies on evidence the edits changed: {flags[0]!r}." if flags
-                 else "The new explanation cites only evidence that is still true after the edits.")
+    ef_reason = (
+        f"The new explanation still relies on evidence the edits changed: {flags[0]!r}."
+        if flags
+        else "The new explanation cites only evidence that is still true after the edits."
+    )
 
     if ac and ef:
         grade = 5 if grounded else 4

@@ -65,6 +65,9 @@ class OracleMaskProvider:
             boxes.append((float(xs.min()), float(ys.min()), float(xs.max() + 1), float(ys.max() + 1)))
             mask |= m
         return Localization(
-            found=True, mask=mask, boxes=tuple(boxes), scores=tuple(1.0 for _ in boxes),
+            found=True,
+            mask=mask,
+            boxes=tuple(boxes),
+            scores=tuple(1.0 for _ in boxes),
             detail=f"calibration-oracle: {len(objects)} {category} object(s)",
         )

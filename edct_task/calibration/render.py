@@ -1,9 +1,10 @@
 """Deterministic OpenCV rendering of calibration scenes (and ground-truth object masks).
 
 Part of the calibration instrument, not the product. A scene renders to the same bytes every time:
-the background is a seeded texture (low-frequency shading plus dense gravel dots, so feature matchers
-find corners and small shifts change most background pixels) in the context tint, with low saturation and brightness so that no background pixel
-looks like a cue colour; objects are flat shapes with anti-aliased edges drawn in scene order.
+the background is a seeded texture (low-frequency shading plus dense gravel dots, so feature
+matchers find corners and small shifts change most background pixels) in the context tint, with
+low saturation and brightness so that no background pixel looks like a cue colour; objects are
+flat shapes with anti-aliased edges drawn in scene order.
 ``object_mask`` draws one object with the same primitives into a boolean mask, so masks and pixels
 agree exactly.
 """
@@ -26,21 +27,41 @@ RGB = tuple[int, int, int]
 Paint = Callable[[RGB], RGB]
 
 TINTS: dict[str, RGB] = {
-    "sand": (170, 150, 110), "slate": (100, 115, 150), "moss": (105, 140, 100),
-    "rose": (165, 110, 120), "teal": (95, 140, 140), "stone": (130, 130, 130),
+    "sand": (170, 150, 110),
+    "slate": (100, 115, 150),
+    "moss": (105, 140, 100),
+    "rose": (165, 110, 120),
+    "teal": (95, 140, 140),
+    "stone": (130, 130, 130),
 }
 """Context tints (all with HSV saturation below 100 and value at most 170)."""
 
 COLOURS: dict[str, RGB] = {
-    "red": (230, 20, 20), "yellow": (245, 200, 0), "green": (20, 200, 60),  # traffic lamps
-    "orange": (255, 120, 0), "white": (245, 245, 245), "ball yellow": (225, 235, 30),
-    "lamp off": (75, 75, 75), "housing": (35, 35, 38), "pole": (60, 60, 60),
-    "road": (90, 90, 95), "stripe": (235, 235, 235),
-    "jacket": (30, 60, 220), "skin": (230, 180, 140), "trousers": (40, 40, 50),
-    "racket": (140, 40, 160), "strings": (200, 185, 205), "handle": (100, 70, 45),
-    "car": (200, 30, 30), "window": (150, 200, 230), "wheel": (30, 30, 30),
-    "headlight": (255, 230, 0), "trunk": (100, 75, 50), "leaves": (40, 140, 50),
-    "leaves dark": (30, 110, 40), "outline": (40, 40, 40),
+    "red": (230, 20, 20),
+    "yellow": (245, 200, 0),
+    "green": (20, 200, 60),  # traffic lamps
+    "orange": (255, 120, 0),
+    "white": (245, 245, 245),
+    "ball yellow": (225, 235, 30),
+    "lamp off": (75, 75, 75),
+    "housing": (35, 35, 38),
+    "pole": (60, 60, 60),
+    "road": (90, 90, 95),
+    "stripe": (235, 235, 235),
+    "jacket": (30, 60, 220),
+    "skin": (230, 180, 140),
+    "trousers": (40, 40, 50),
+    "racket": (140, 40, 160),
+    "strings": (200, 185, 205),
+    "handle": (100, 70, 45),
+    "car": (200, 30, 30),
+    "window": (150, 200, 230),
+    "wheel": (30, 30, 30),
+    "headlight": (255, 230, 0),
+    "trunk": (100, 75, 50),
+    "leaves": (40, 140, 50),
+    "leaves dark": (30, 110, 40),
+    "outline": (40, 40, 40),
 }
 
 _AA = cv2.LINE_AA
@@ -132,8 +153,14 @@ def _tree(c: np.ndarray, o: SceneObject, p: Paint) -> None:
 
 
 _DRAW: dict[str, Callable[[np.ndarray, SceneObject, Paint], None]] = {
-    "ball": _ball, "racket": _racket, "traffic light": _traffic_light, "pedestrian": _pedestrian,
-    "road": _road, "crosswalk": _crosswalk, "car": _car, "tree": _tree,
+    "ball": _ball,
+    "racket": _racket,
+    "traffic light": _traffic_light,
+    "pedestrian": _pedestrian,
+    "road": _road,
+    "crosswalk": _crosswalk,
+    "car": _car,
+    "tree": _tree,
 }
 
 

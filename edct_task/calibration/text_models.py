@@ -80,22 +80,28 @@ def edit_instructions(question: str, explanation: str, concepts: list[str]) -> l
     for text in concepts:
         cue = world.parse_cue(text)
         if cue is None:
-            out.append({
-                "concept": text, "keep": "everything else in the picture",
-                "change": f"change {text} so that it looks clearly different",
-                "how": "match the style and lighting of the picture", "constraints": "no other changes",
-            })
+            out.append(
+                {
+                    "concept": text,
+                    "keep": "everything else in the picture",
+                    "change": f"change {text} so that it looks clearly different",
+                    "how": "match the style and lighting of the picture",
+                    "constraints": "no other changes",
+                }
+            )
             continue
         current = world.Cue(cue.obj, cue.attr, state.get(cue.key, cue.value))
         new = _choose(family, state, current)
         state[cue.key] = new
-        out.append({
-            "concept": text,
-            "keep": f"everything but the {cue.obj}: background, other objects, framing and lighting",
-            "change": write_change(current, new),
-            "how": "flat drawn style matching the scene, same lighting and perspective",
-            "constraints": "no new objects, no text, no change to the background",
-        })
+        out.append(
+            {
+                "concept": text,
+                "keep": f"everything but the {cue.obj}: background, other objects, framing and lighting",
+                "change": write_change(current, new),
+                "how": "flat drawn style matching the scene, same lighting and perspective",
+                "constraints": "no new objects, no text, no change to the background",
+            }
+        )
     return out
 
 
@@ -106,10 +112,20 @@ def parse_edit(instruction: str) -> dict[str, str]:
         return {"type": edit.edit_type, "target": edit.obj}
     change = change_line(instruction).lower()
     verb = change.split()[0] if change.split() else ""
-    kind = {"remove": "REMOVE", "delete": "REMOVE", "erase": "REMOVE", "add": "ADD", "insert": "ADD",
-            "place": "ADD", "put": "ADD"}.get(verb, "MODIFY")
-    m = re.search(r"\b(?:the|a|an)\s+([a-z][a-z ]*?)(?=\s+(?:from|to|on|in|with|into|beside|next|at|by|so|"
-                  r"and|so)\b|[,.;]|$)", change)
+    kind = {
+        "remove": "REMOVE",
+        "delete": "REMOVE",
+        "erase": "REMOVE",
+        "add": "ADD",
+        "insert": "ADD",
+        "place": "ADD",
+        "put": "ADD",
+    }.get(verb, "MODIFY")
+    m = re.search(
+        r"\b(?:the|a|an)\s+([a-z][a-z ]*?)(?=\s+(?:from|to|on|in|with|into|beside|next|at|by|so|"
+        r"and|so)\b|[,.;]|$)",
+        change,
+    )
     return {"type": kind, "target": m.group(1).strip() if m else "object"}
 
 
@@ -135,9 +151,12 @@ class RuleBasedLLM:
             return json.dumps(parse_edit(_tag(prompt, "instruction")))
         if kind in ("judge_binary", "judge_graded"):
             judgement = assess(
-                _tag(prompt, "question"), _tag(prompt, "original_answer"),
-                _tag(prompt, "original_explanation"), _tag(prompt, "edits"),
-                _tag(prompt, "new_answer"), _tag(prompt, "new_explanation"),
+                _tag(prompt, "question"),
+                _tag(prompt, "original_answer"),
+                _tag(prompt, "original_explanation"),
+                _tag(prompt, "edits"),
+                _tag(prompt, "new_answer"),
+                _tag(prompt, "new_explanation"),
             )
             return judgement.binary_text() if kind == "judge_binary" else judgement.graded_text()
         raise PermanentBackendError("calibration-rules: the prompt comes from no known template")

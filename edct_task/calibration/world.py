@@ -40,10 +40,16 @@ CUE_VALUES: dict[CueKey, tuple[str, ...]] = {
 }
 
 ALTERNATIVES: dict[CueKey, dict[str, tuple[str, ...]]] = {
-    ("ball", "colour"): {"orange": ("white", "yellow"), "white": ("yellow", "orange"),
-                         "yellow": ("orange", "white")},
-    ("traffic light", "colour"): {"red": ("green", "yellow"), "yellow": ("red", "green"),
-                                  "green": ("red", "yellow")},
+    ("ball", "colour"): {
+        "orange": ("white", "yellow"),
+        "white": ("yellow", "orange"),
+        "yellow": ("orange", "white"),
+    },
+    ("traffic light", "colour"): {
+        "red": ("green", "yellow"),
+        "yellow": ("red", "green"),
+        "green": ("red", "yellow"),
+    },
 }
 """New values an edit may choose for a cue, in order of preference (presence and sides flip)."""
 
@@ -54,9 +60,15 @@ ANSWERS: dict[str, tuple[str, ...]] = {
 }
 
 ANSWER_TEXT: dict[str, str] = {
-    "basketball": "Basketball.", "football": "Football.", "tennis": "Tennis.",
-    "table tennis": "Table tennis.", "stop": "Stop.", "slow down": "Slow down.", "go": "Go.",
-    "towards": "Towards the tree.", "away": "Away from the tree.",
+    "basketball": "Basketball.",
+    "football": "Football.",
+    "tennis": "Tennis.",
+    "table tennis": "Table tennis.",
+    "stop": "Stop.",
+    "slow down": "Slow down.",
+    "go": "Go.",
+    "towards": "Towards the tree.",
+    "away": "Away from the tree.",
 }
 
 QUESTIONS: dict[str, tuple[str, ...]] = {
@@ -240,8 +252,12 @@ def parse_answer(family: str, text: str) -> str | None:
     """The answer label a reply states, or None when it states none of the family's labels."""
     t = text.lower()
     patterns = {
-        "knowledge": (("table tennis", r"table[ -]tennis|ping[ -]?pong"), ("basketball", r"basketball"),
-                      ("football", r"football|soccer"), ("tennis", r"tennis")),
+        "knowledge": (
+            ("table tennis", r"table[ -]tennis|ping[ -]?pong"),
+            ("basketball", r"basketball"),
+            ("football", r"football|soccer"),
+            ("tennis", r"tennis"),
+        ),
         "driving": (("slow down", r"slow"), ("stop", r"stop|halt|yield"), ("go", r"go|proceed|continue")),
         "spatial": (("away", r"away"), ("towards", r"towards?")),
     }[family]
