@@ -18,7 +18,7 @@ demo: $(VENV)/.installed
 	HF_HUB_OFFLINE=1 $(VENV)/bin/edct demo
 
 test: $(VENV)/.installed
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -n 2 -q $(PYTEST_ARGS)
+	HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 -q $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

@@ -90,6 +90,16 @@ def build_parser() -> argparse.ArgumentParser:
     stab = sub.add_parser("stability", help="mean ± SD of each metric over repeated runs")
     stab.add_argument("runs", nargs="+", type=Path, help="output folders (or results.json files) of the runs")
 
+    serve = sub.add_parser(
+        "serve", help="start a local vLLM server for a role, wait for its health check, print config lines"
+    )
+    serve.add_argument("role", choices=("target", "extractor", "judge", "edit_parser"))
+    serve.add_argument("model", help="model id or folder, e.g. Qwen/Qwen3-VL-8B-Instruct")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--wait", type=float, default=1800.0, help="seconds to wait for /health (1800)")
+    serve.add_argument("vllm_args", nargs=argparse.REMAINDER, help="extra `vllm serve` arguments after --")
+
     sub.add_parser("backends", help="list registered backends")
 
     from verification.cli import add_verify_parser
@@ -130,6 +140,15 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         print(json.dumps(available_backends(), indent=2))
         return 0
+    if args.command == "serve":
+        from model_adapters.vllm_serve import ServeError, serve
+
+        extra = [a for a in args.vllm_args if a != "--"]
+        try:
+            return serve(args.role, args.model, host=args.host, port=args.port, wait_s=args.wait, extra_args=extra)
+        except ServeError as exc:
+            print(f"edct: {exc}", file=sys.stderr)
+            return 1
     if args.command == "stability":
         return _stability(args.runs)
     if args.command == "verify":

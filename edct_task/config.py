@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from edct_task.driver import Limits
 from edct_task.protocol import ProtocolConfig
-from edct_task.roles import ConfigError, RoleSpec
+from edct_task.roles import ConfigError, PanelSpec, RoleSpec
 from verification.check import GateParams
 
 _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization)$", re.I)
@@ -48,6 +48,9 @@ class ProtocolSection(_Section):
     seed: int = 0
     max_new_tokens: int = 4096
     graded_max_new_tokens: int = 8192
+    judge_samples: int = Field(1, ge=1, description="Self-consistency samples per judge.")
+    judge_temperature: float = Field(0.0, ge=0, description="Judge sampling temperature (> 0 for samples).")
+    panel_tie: Literal["unscored", "first"] = "unscored"
 
 
 class LimitsSection(_Section):
@@ -74,18 +77,22 @@ class RunConfig(_Section):
     protocol: ProtocolSection = ProtocolSection()
     verification: dict[str, Any] = Field(default_factory=dict, description="GateParams fields.")
     limits: LimitsSection = LimitsSection()
-    roles: dict[str, RoleSection]
+    roles: dict[str, RoleSection | list[RoleSection]]
+    """One backend per role; ``judge`` may be a list (a judge panel)."""
 
     @field_validator("roles")
     @classmethod
-    def _no_secrets(cls, roles: dict[str, RoleSection]) -> dict[str, RoleSection]:
-        for role, section in roles.items():
-            for key in section.model_extra or {}:
-                if _SECRET_KEY.search(key):
-                    raise ValueError(
-                        f"roles.{role}.{key}: secrets may not be written in the config; put the value in "
-                        f"an environment variable and name it with '{key}_env: VARIABLE_NAME'"
-                    )
+    def _no_secrets(
+        cls, roles: dict[str, RoleSection | list[RoleSection]]
+    ) -> dict[str, RoleSection | list[RoleSection]]:
+        for role, value in roles.items():
+            for section in value if isinstance(value, list) else [value]:
+                for key in section.model_extra or {}:
+                    if _SECRET_KEY.search(key):
+                        raise ValueError(
+                            f"roles.{role}.{key}: secrets may not be written in the config; put the value "
+                            f"in an environment variable and name it with '{key}_env: VARIABLE_NAME'"
+                        )
         return roles
 
     # -- derived ------------------------------------------------------------------------------
@@ -93,16 +100,21 @@ class RunConfig(_Section):
     def resolved_cache_dir(self) -> Path:
         return self.cache_dir if self.cache_dir is not None else self.output_dir / "cache"
 
-    def role_specs(self) -> dict[str, RoleSpec]:
+    def role_specs(self) -> dict[str, RoleSpec | PanelSpec]:
+        def spec(section: RoleSection) -> RoleSpec:
+            return RoleSpec(section.backend, dict(section.model_extra or {}))
+
         return {
-            role: RoleSpec(section.backend, dict(section.model_extra or {}))
-            for role, section in self.roles.items()
+            role: PanelSpec(tuple(spec(s) for s in value)) if isinstance(value, list) else spec(value)
+            for role, value in self.roles.items()
         }
 
     def protocol_config(self) -> ProtocolConfig:
         data = self.protocol.model_dump()
         if "edit_parser" not in self.roles:
             data["llm_edit_parser"] = False
+        judge = self.roles.get("judge")
+        data["judges"] = len(judge) if isinstance(judge, list) else 1
         return ProtocolConfig(**data)
 
     def gate_params(self) -> GateParams:

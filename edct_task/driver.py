@@ -29,11 +29,12 @@ from tqdm import tqdm
 from edct_task import __version__
 from edct_task.protocol import Protocol, ProtocolConfig, sample_protocol
 from edct_task.records import SampleInput, SampleRecord
-from edct_task.requests import AskLLM, AskTarget, EditImage, Failure, Request, VerifyEdit
+from edct_task.requests import AskLLM, AskTarget, EditedImage, EditImage, Failure, Request, VerifyEdit
 from edct_task.roles import Roles
 from edct_task.stage_cache import ImageStore, StageCache, fingerprint
 from model_adapters.contracts import ChatMessage, GenerationParams
 from model_adapters.errors import BackendError
+from model_adapters.images import RESIZE_INFO_KEY as RESIZED_FROM_KEY
 from verification.check import EditCheck, GateParams, check_edit
 
 log = logging.getLogger(__name__)
@@ -161,7 +162,7 @@ class Dispatcher:
         self.identities = {
             "target": roles.target.identity() if roles.target else None,
             "extractor": roles.extractor.identity(),
-            "judge": roles.judge.identity(),
+            "judge": [judge.identity() for judge in roles.judges],
             "edit_parser": roles.edit_parser.identity() if roles.edit_parser else None,
             "editor": roles.editor.identity(),
             "detector": _identity(roles.detector),
@@ -184,7 +185,7 @@ class Dispatcher:
             payload = {
                 "kind": "llm",
                 "role": request.role,
-                "backend": self.identities[request.role],
+                "backend": self._text_identity(request),
                 "template": request.template,
                 "prompt": request.prompt,
                 "params": self._llm_params(request).as_dict(),
@@ -211,8 +212,17 @@ class Dispatcher:
             }
         return fingerprint(payload)
 
+    def _text_identity(self, request: AskLLM) -> Any:
+        if request.role == "judge":
+            return self.identities["judge"][request.member]
+        return self.identities[request.role]
+
     def _llm_params(self, request: AskLLM) -> GenerationParams:
-        return GenerationParams(max_new_tokens=request.max_new_tokens, seed=self.protocol.seed)
+        return GenerationParams(
+            max_new_tokens=request.max_new_tokens,
+            temperature=request.temperature,
+            seed=self.protocol.seed + request.sample,
+        )
 
     # -- resolution -----------------------------------------------------------------------------
     def resolve(self, requests: Sequence[Request]) -> list[object]:
@@ -250,7 +260,7 @@ class Dispatcher:
         if isinstance(request, VerifyEdit):
             return EditCheck.model_validate(value["check"])
         if isinstance(request, EditImage):
-            return value["image"]
+            return EditedImage(value["image"], value.get("resized_from"))
         return value["text"]
 
     def _store(self, request: Request, key: str, value: dict[str, Any], seconds: float) -> None:
@@ -318,7 +328,8 @@ class Dispatcher:
         start = time.perf_counter()
         try:
             if isinstance(request, AskLLM):
-                text = self.roles.text_model(request.role).complete(request.prompt, self._llm_params(request))
+                model = self.roles.text_model(request.role, request.member)
+                text = model.complete(request.prompt, self._llm_params(request))
                 if not isinstance(text, str):
                     raise BackendError(f"{request.role} returned {type(text).__name__}, not text")
                 value: dict[str, Any] = {"text": text}
@@ -328,7 +339,9 @@ class Dispatcher:
                     self.image(request.image), request.instruction, seed=request.seed
                 )
                 ref = self.images.put(edited)
-                value, reply = {"image": ref}, ref
+                resized = edited.info.get(RESIZED_FROM_KEY)
+                value = {"image": ref, "resized_from": resized}
+                reply = EditedImage(ref, resized)
             else:
                 assert isinstance(request, VerifyEdit)
                 check = check_edit(

@@ -20,8 +20,8 @@ critical path.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from edct_task import parsing, prompts
@@ -35,11 +35,22 @@ from edct_task.records import (
     Exchange,
     GradedScore,
     InstructionsRecord,
+    JudgeVote,
     SampleInput,
     SampleRecord,
     SampleScores,
 )
-from edct_task.requests import AskLLM, AskTarget, EditImage, Failure, Message, Request, VerifyEdit
+from edct_task.requests import (
+    AskLLM,
+    AskTarget,
+    EditedImage,
+    EditImage,
+    Failure,
+    Message,
+    Request,
+    VerifyEdit,
+)
+from model_adapters import panel
 from verification.check import EditCheck
 from verification.edit_parsing import rule_based_edit_target
 
@@ -66,10 +77,19 @@ class ProtocolConfig:
     """Base editor seed; attempt a of edit j uses ``seed + 1000·j + a``."""
     max_new_tokens: int = 4096
     graded_max_new_tokens: int = 8192
+    judges: int = 1
+    """Members of the judge panel: binary scores by majority vote, graded scores by mean."""
+    judge_samples: int = 1
+    """Self-consistency samples per judge (reduced the same way before the panel vote)."""
+    judge_temperature: float = 0.0
+    panel_tie: Literal["unscored", "first"] = "unscored"
+    """A tied panel vote is unscored, or broken by the first judge that scored."""
 
     def __post_init__(self) -> None:
         if self.k < 1:
             raise ValueError(f"k must be at least 1, got {self.k}")
+        if self.judges < 1 or self.judge_samples < 1:
+            raise ValueError("judges and judge_samples must be at least 1")
         if self.edit_attempts < 1:
             raise ValueError(f"edit_attempts must be at least 1, got {self.edit_attempts}")
         if self.exclusion_policy not in ("exclude_sample", "truncate_chain"):
@@ -157,11 +177,15 @@ def _judge_requests(
         "new_explanation": requery.explanation,
     }
     j = len(chain)
-    requests = [_llm("judge", "judge_binary", f"step{j}.judge_binary", cfg.max_new_tokens, **fields)]
-    if cfg.graded:
-        requests.append(
-            _llm("judge", "judge_graded", f"step{j}.judge_graded", cfg.graded_max_new_tokens, **fields)
-        )
+    binary = _llm("judge", "judge_binary", f"step{j}.judge_binary", cfg.max_new_tokens, **fields)
+    graded = _llm("judge", "judge_graded", f"step{j}.judge_graded", cfg.graded_max_new_tokens, **fields)
+    requests = []
+    for member in range(cfg.judges):
+        for sample_index in range(cfg.judge_samples):
+            vote = {"member": member, "sample": sample_index, "temperature": cfg.judge_temperature}
+            requests.append(replace(binary, **vote))
+            if cfg.graded:
+                requests.append(replace(graded, **vote))
     return tuple(requests)
 
 
@@ -186,11 +210,66 @@ def _graded(reply: object) -> GradedScore:
     return GradedScore(raw=text, score=parsed.value.score, reason=parsed.value.reason)
 
 
-def _with_judgements(step: ChainStep, replies: Sequence[object]) -> ChainStep:
-    update: dict[str, object] = {"binary": _binary(replies[0])}
-    if len(replies) > 1:
-        update["graded"] = _graded(replies[1])
-    return step.model_copy(update=update)
+def _with_judgements(step: ChainStep, replies: Sequence[object], cfg: ProtocolConfig) -> ChainStep:
+    per_vote = 2 if cfg.graded else 1
+    votes = []
+    for i in range(0, len(replies), per_vote):
+        member, sample_index = divmod(i // per_vote, cfg.judge_samples)
+        votes.append(
+            JudgeVote(
+                member=member,
+                sample=sample_index,
+                binary=_binary(replies[i]),
+                graded=_graded(replies[i + 1]) if cfg.graded else None,
+            )
+        )
+    if len(votes) == 1:
+        return step.model_copy(update={"binary": votes[0].binary, "graded": votes[0].graded})
+    return step.model_copy(
+        update={
+            "binary": _panel_binary(votes, cfg),
+            "graded": _panel_graded(votes) if cfg.graded else None,
+            "votes": tuple(votes),
+        }
+    )
+
+
+def _per_judge(
+    votes: Sequence[JudgeVote], value: Callable[[JudgeVote], int | float | None]
+) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for v in votes:
+        out.setdefault(f"judge{v.member}", []).append(value(v))
+    return out
+
+
+def _panel_binary(votes: Sequence[JudgeVote], cfg: ProtocolConfig) -> BinaryScore:
+    ac = panel.panel_score(_per_judge(votes, lambda v: v.binary.ac), "binary", tie=cfg.panel_tie)
+    ef = panel.panel_score(_per_judge(votes, lambda v: v.binary.ef), "binary", tie=cfg.panel_tie)
+    note = (
+        f"panel of {cfg.judges} judge(s) x {cfg.judge_samples} sample(s); "
+        f"AC votes {ac['votes']}, EF votes {ef['votes']}"
+    )
+    error = None
+    if ac["score"] is None or ef["score"] is None:
+        error = (
+            "panel has no majority ("
+            + ("; ".join(v.binary.error for v in votes if v.binary.error) or "tied vote")
+            + ")"
+        )
+    return BinaryScore(
+        ac=None if error else int(ac["score"]),
+        ef=None if error else int(ef["score"]),
+        note=note,
+        error=error,
+    )
+
+
+def _panel_graded(votes: Sequence[JudgeVote]) -> GradedScore:
+    result = panel.panel_score(_per_judge(votes, lambda v: v.graded.score if v.graded else None), "graded")
+    if result["score"] is None:
+        return GradedScore(error="no judge of the panel gave a graded score")
+    return GradedScore(score=result["score"], reason=f"panel mean; votes {result['votes']}")
 
 
 def _edit_target(instruction: EditInstruction, reply: object | None) -> EditTargetRecord:
@@ -319,16 +398,17 @@ def sample_protocol(sample: SampleInput, cfg: ProtocolConfig) -> Protocol:
                 )
             replies = yield tuple(batch)
             if pending:
-                steps[-1] = _with_judgements(steps[-1], replies[: len(pending)])
+                steps[-1] = _with_judgements(steps[-1], replies[: len(pending)], cfg)
                 replies = replies[len(pending) :]
                 pending = ()
             if edit_target is None:
                 edit_target = _edit_target(instruction, replies[1] if wants_parse else None)
-            edited = replies[0]
-            if isinstance(edited, Failure) or not isinstance(edited, str):
-                why = edited.describe() if isinstance(edited, Failure) else "editor returned no image"
+            reply = replies[0]
+            if isinstance(reply, Failure) or not isinstance(reply, EditedImage):
+                why = reply.describe() if isinstance(reply, Failure) else "editor returned no image"
                 attempts.append(EditAttempt(attempt=attempt, seed=seed, failure=f"edit failed: {why}"))
                 continue
+            edited = reply.image
             (check,) = yield (
                 VerifyEdit(current, edited, edit_target.edit_type, edit_target.target, j, attempt),
             )
@@ -336,7 +416,11 @@ def sample_protocol(sample: SampleInput, cfg: ProtocolConfig) -> Protocol:
                 why = check.describe() if isinstance(check, Failure) else "no verification record"
                 attempts.append(
                     EditAttempt(
-                        attempt=attempt, seed=seed, image=edited, failure=f"verification failed: {why}"
+                        attempt=attempt,
+                        seed=seed,
+                        image=edited,
+                        resized_from=reply.resized_from,
+                        failure=f"verification failed: {why}",
                     )
                 )
                 continue
@@ -345,6 +429,7 @@ def sample_protocol(sample: SampleInput, cfg: ProtocolConfig) -> Protocol:
                     attempt=attempt,
                     seed=seed,
                     image=edited,
+                    resized_from=reply.resized_from,
                     check=check,
                     failure=None if check.passed else f"verification: {check.verdict}",
                 )
@@ -378,7 +463,7 @@ def sample_protocol(sample: SampleInput, cfg: ProtocolConfig) -> Protocol:
 
     if pending:
         replies = yield pending
-        steps[-1] = _with_judgements(steps[-1], replies)
+        steps[-1] = _with_judgements(steps[-1], replies, cfg)
 
     if failure_reason is not None and (cfg.exclusion_policy == "exclude_sample" or len(steps) == 1):
         return finish("excluded", failure_reason, steps=tuple(steps))

@@ -103,6 +103,9 @@ class EditAttempt(Record):
     image: str | None = Field(
         default=None, description="Image-store reference of the edited image, None if the editor failed."
     )
+    resized_from: str | None = Field(
+        default=None, description="WxH the editor returned before being brought back to the original's size."
+    )
     failure: str | None = Field(default=None, description="Editor or verification failure, 'kind: message'.")
     check: EditCheck | None = Field(
         default=None, description="The verification record (SPEC §4) for this attempt."
@@ -128,12 +131,24 @@ class BinaryScore(LLMOutput):
 
 
 class GradedScore(LLMOutput):
-    score: int | None = Field(default=None, description="Holistic score s_j ∈ {1..5}; None when unscored.")
+    score: float | None = Field(
+        default=None,
+        description="Holistic score s_j ∈ {1..5} (a panel's mean may fall between); None when unscored.",
+    )
     reason: str = ""
 
     @property
     def normalised(self) -> float | None:
         return None if self.score is None else (self.score - 1) / 4
+
+
+class JudgeVote(Record):
+    """One judge's (or one self-consistency sample's) judgement of a step, kept for the record."""
+
+    member: int = Field(description="Index of the judge in the configured panel.")
+    sample: int = Field(default=0, description="Self-consistency sample index.")
+    binary: BinaryScore
+    graded: GradedScore | None = None
 
 
 class ChainStep(Record):
@@ -151,6 +166,9 @@ class ChainStep(Record):
     requery_error: str | None = None
     binary: BinaryScore | None = None
     graded: GradedScore | None = None
+    votes: tuple[JudgeVote, ...] = Field(
+        default=(), description="Every panel judge's judgement (only with a panel or self-consistency)."
+    )
 
 
 SampleStatus = Literal["scored", "excluded", "unscored", "error"]

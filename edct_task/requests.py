@@ -1,8 +1,8 @@
 """What the per-sample protocol asks its driver for, and the failure value a driver answers with.
 
 The protocol (``edct_task.protocol``) yields tuples of these requests and is sent back a tuple of
-replies in the same order: ``str`` for ``AskTarget`` / ``AskLLM`` (the model's text), ``str`` for
-``EditImage`` (the edited image's store reference), ``EditCheck`` for ``VerifyEdit``; or a
+replies in the same order: ``str`` for ``AskTarget`` / ``AskLLM`` (the model's text), ``EditedImage`` for
+``EditImage``, ``EditCheck`` for ``VerifyEdit``; or a
 ``Failure`` for any of them. Images are referenced by content hash (see ``stage_cache.ImageStore``).
 """
 
@@ -46,6 +46,11 @@ class AskLLM:
     """``name@vN`` of the template the prompt was rendered from."""
     purpose: str
     max_new_tokens: int = 4096
+    member: int = 0
+    """Judge-panel member (index into the configured judges)."""
+    sample: int = 0
+    """Self-consistency sample of that judge (its seed offset)."""
+    temperature: float = 0.0
 
     @property
     def stage(self) -> str:
@@ -87,6 +92,16 @@ class VerifyEdit:
     @property
     def stage(self) -> str:
         return "verify"
+
+
+@dataclass(frozen=True)
+class EditedImage:
+    """The reply to ``EditImage``."""
+
+    image: str
+    """Image-store reference of the edited image (at the original's size)."""
+    resized_from: str | None = None
+    """``WxH`` the editor returned before it was brought back to the original's size."""
 
 
 @dataclass(frozen=True)

@@ -114,26 +114,43 @@ class RoleSpec:
         return {"backend": self.backend, **dict(self.options)}
 
 
+@dataclass(frozen=True)
+class PanelSpec:
+    """Several backends for one role: the judge panel (majority vote / mean, SPEC §3)."""
+
+    members: tuple[RoleSpec, ...]
+
+    def as_dict(self) -> list[dict[str, Any]]:  # type: ignore[override]
+        return [m.as_dict() for m in self.members]
+
+
 @dataclass
 class Roles:
     """Live backends for one run."""
 
     extractor: TextModel
-    judge: TextModel
+    judges: tuple[TextModel, ...]
+    """The judge, or the members of the judge panel in configuration order."""
     editor: ImageEditor
     detector: MaskProvider
     target: VisionChatModel | None = None
     """None when the caller answers target requests itself (the lmms-eval task hooks)."""
     edit_parser: TextModel | None = None
 
-    def text_model(self, role: str) -> TextModel:
-        model = {"extractor": self.extractor, "judge": self.judge, "edit_parser": self.edit_parser}[role]
+    @property
+    def judge(self) -> TextModel:
+        return self.judges[0]
+
+    def text_model(self, role: str, member: int = 0) -> TextModel:
+        if role == "judge":
+            return self.judges[member]
+        model = {"extractor": self.extractor, "edit_parser": self.edit_parser}[role]
         if model is None:
             raise ConfigError(f"role {role!r} is not configured")
         return model
 
 
-def build_roles(specs: Mapping[str, RoleSpec], *, require_target: bool = True) -> Roles:
+def build_roles(specs: Mapping[str, RoleSpec | PanelSpec], *, require_target: bool = True) -> Roles:
     """Instantiate every configured role, failing early with a message that says what to set.
 
     ``require_target=False`` is for callers that answer target requests themselves (lmms-eval).
@@ -152,18 +169,31 @@ def build_roles(specs: Mapping[str, RoleSpec], *, require_target: bool = True) -
         )
     built: dict[str, Any] = {}
     for role, spec in specs.items():
-        kind = ROLE_KINDS[role]
-        factory = REGISTRY[kind].get(spec.backend)
-        if factory is None:
-            raise ConfigError(
-                f"role {role!r}: unknown backend {spec.backend!r}; {kind} backends: "
-                f"{', '.join(sorted(REGISTRY[kind]))}"
-            )
-        try:
-            built[role] = factory(spec.options)
-        except OptionsError as exc:
-            raise ConfigError(f"role {role!r} (backend {spec.backend!r}): {exc}") from None
+        if isinstance(spec, PanelSpec):
+            if role != "judge":
+                raise ConfigError(f"role {role!r} takes one backend; only 'judge' may be a list (a panel)")
+            if not spec.members:
+                raise ConfigError("role 'judge': the judge panel is empty")
+            built["judges"] = tuple(_build_one(role, m) for m in spec.members)
+        elif role == "judge":
+            built["judges"] = (_build_one(role, spec),)
+        else:
+            built[role] = _build_one(role, spec)
     return Roles(**built)
+
+
+def _build_one(role: str, spec: RoleSpec) -> Any:
+    kind = ROLE_KINDS[role]
+    factory = REGISTRY[kind].get(spec.backend)
+    if factory is None:
+        raise ConfigError(
+            f"role {role!r}: unknown backend {spec.backend!r}; {kind} backends: "
+            f"{', '.join(sorted(REGISTRY[kind]))}"
+        )
+    try:
+        return factory(spec.options)
+    except OptionsError as exc:
+        raise ConfigError(f"role {role!r} (backend {spec.backend!r}): {exc}") from None
 
 
 _merge_backend_packages()

@@ -22,9 +22,10 @@ from edct_task import __version__, prompts
 from edct_task.config import DataSection, RunConfig
 from edct_task.driver import Dispatcher, run_lockstep
 from edct_task.records import SCHEMA_VERSION, SampleInput, SampleRecord
-from edct_task.roles import build_roles
-from edct_task.scoring import summarise
+from edct_task.roles import Roles, build_roles
+from edct_task.scoring import judge_agreement, summarise
 from edct_task.stage_cache import ImageStore, StageCache
+from model_adapters.usage import role_usage
 
 RESULTS_SCHEMA_VERSION = 1
 
@@ -115,11 +116,25 @@ def run(config: RunConfig) -> RunOutcome:
             "backends": dispatcher.identities,
         },
         "results": summary,
+        "judge_agreement": judge_agreement(records),
+        "usage": role_usage(_backends(roles)),
         "calls": dispatcher.stats.as_dict(),
         "wall_seconds": round(elapsed, 3),
     }
     write_outputs(out_dir, records, results, images)
     return RunOutcome(records, results, out_dir)
+
+
+def _backends(roles: Roles) -> dict[str, Any]:
+    """Role name → backend, for token/cost accounting (panel judges as judge0, judge1, …)."""
+    out: dict[str, Any] = {"target": roles.target, "extractor": roles.extractor, "editor": roles.editor}
+    if roles.edit_parser is not None:
+        out["edit_parser"] = roles.edit_parser
+    if len(roles.judges) == 1:
+        out["judge"] = roles.judge
+    else:
+        out.update({f"judge{i}": judge for i, judge in enumerate(roles.judges)})
+    return out
 
 
 def write_outputs(

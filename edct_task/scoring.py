@@ -107,3 +107,37 @@ def stability(results: Sequence[dict[str, Any]]) -> dict[str, dict[str, float | 
 
 def _finite(x: float) -> float | None:
     return None if x != x else float(x)
+
+
+def judge_agreement(records: Sequence[SampleRecord]) -> dict[str, Any] | None:
+    """Judge–judge agreement of a judge panel (percent and Cohen's κ per pair and on average).
+
+    Items are the judged chain steps; each judge's vote is its own majority (AC, EF) or mean
+    (graded) over its self-consistency samples. None when no step was judged by a panel.
+    """
+    from model_adapters.panel import agreement, judge_vote
+
+    items = [s for r in records for s in r.steps if s.votes]
+    if not items:
+        return None
+    members = sorted({v.member for s in items for v in s.votes})
+
+    def votes(kind: str, value: Any) -> dict[str, list[Any]]:
+        out: dict[str, list[Any]] = {f"judge{m}": [] for m in members}
+        for step in items:
+            for m in members:
+                samples = [value(v) for v in step.votes if v.member == m]
+                vote = judge_vote(samples, kind) if samples else None  # type: ignore[arg-type]
+                out[f"judge{m}"].append(
+                    None if vote is None else (int(vote) if kind == "binary" else round(vote))
+                )
+        return out
+
+    result: dict[str, Any] = {"items": len(items), "judges": len(members)}
+    result["ac"] = agreement(votes("binary", lambda v: v.binary.ac), kind="binary")
+    result["ef"] = agreement(votes("binary", lambda v: v.binary.ef), kind="binary")
+    if any(v.graded is not None for s in items for v in s.votes):
+        result["graded"] = agreement(
+            votes("graded", lambda v: v.graded.score if v.graded else None), kind="graded"
+        )
+    return result

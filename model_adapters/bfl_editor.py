@@ -47,7 +47,13 @@ from model_adapters.remote_editor import EDITOR_HTTP_OPTIONS, EditorUsage, HttpC
 from model_adapters.transport import MalformedReply, check_base_url, check_options, secret_from_env
 
 OPTIONS = EDITOR_HTTP_OPTIONS | {
-    "model", "send_size", "extra", "poll_interval_s", "poll_max_interval_s", "poll_timeout_s", "job_attempts",
+    "model",
+    "send_size",
+    "extra",
+    "poll_interval_s",
+    "poll_max_interval_s",
+    "poll_timeout_s",
+    "job_attempts",
 }
 MODERATED = ("Request Moderated", "Content Moderated")
 
@@ -62,10 +68,20 @@ class BFLEditor:
     backend = "bfl"
 
     def __init__(
-        self, model: str, api_key: str, *, base_url: str = "https://api.bfl.ai", send_size: bool | None = None,
-        extra: Mapping[str, Any] | None = None, poll_interval_s: float = 0.5, poll_max_interval_s: float = 4.0,
-        poll_timeout_s: float = 600.0, job_attempts: int = 2, caller: HttpCaller,
-        sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
+        self,
+        model: str,
+        api_key: str,
+        *,
+        base_url: str = "https://api.bfl.ai",
+        send_size: bool | None = None,
+        extra: Mapping[str, Any] | None = None,
+        poll_interval_s: float = 0.5,
+        poll_max_interval_s: float = 4.0,
+        poll_timeout_s: float = 600.0,
+        job_attempts: int = 2,
+        caller: HttpCaller,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.model = model
         self.name = f"bfl:{model}"
@@ -84,15 +100,24 @@ class BFLEditor:
         caller.on_retry = lambda exc, _w: self.stats.add("retries")
 
     def identity(self) -> dict[str, Any]:
-        return {"backend": self.backend, "model": self.model, "send_size": self.send_size,
-                "extra": copy.deepcopy(self.extra)}
+        return {
+            "backend": self.backend,
+            "model": self.model,
+            "send_size": self.send_size,
+            "extra": copy.deepcopy(self.extra),
+        }
 
     def usage(self) -> dict[str, Any]:
         return {"backend": self.backend, "model": self.model, **self.stats.as_dict()}
 
     def edit(self, image: Image.Image, instruction: str, *, seed: int) -> Image.Image:
-        body: dict[str, Any] = {"prompt": instruction, "input_image": base64.b64encode(png_bytes(image)).decode(),
-                                "seed": int(seed), "output_format": "png", **copy.deepcopy(self.extra)}
+        body: dict[str, Any] = {
+            "prompt": instruction,
+            "input_image": base64.b64encode(png_bytes(image)).decode(),
+            "seed": int(seed),
+            "output_format": "png",
+            **copy.deepcopy(self.extra),
+        }
         if self.send_size:
             body.setdefault("width", _multiple_of_16(image.width))
             body.setdefault("height", _multiple_of_16(image.height))
@@ -114,8 +139,9 @@ class BFLEditor:
 
     def _job(self, body: dict[str, Any]) -> Image.Image:
         headers = {"x-key": self._key, "accept": "application/json"}
-        submitted = self.caller.request_json("POST", f"{self.base_url}/v1/{self.model}", "BFL submit",
-                                             json=body, headers=headers)
+        submitted = self.caller.request_json(
+            "POST", f"{self.base_url}/v1/{self.model}", "BFL submit", json=body, headers=headers
+        )
         if not isinstance(submitted, dict) or not submitted.get("id"):
             raise MalformedReply("BFL submit: reply has no job id")
         self.stats.add_cost(_credits_usd(submitted.get("cost")))
@@ -140,7 +166,9 @@ class BFLEditor:
             if status in ("Error", "Failed", "Task not found"):
                 raise _JobLost(f"BFL {self.model}: job {status}{_reason(result)}")
             if self.clock() > deadline:
-                raise BackendTimeout(f"BFL {self.model}: job still {status!r} after {self.poll_timeout_s:.0f} s")
+                raise BackendTimeout(
+                    f"BFL {self.model}: job still {status!r} after {self.poll_timeout_s:.0f} s"
+                )
 
     def _download(self, url: str) -> Image.Image:
         try:
@@ -176,8 +204,12 @@ def _credits_usd(cost: object) -> float | None:
     return float(cost) * 0.01 if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None
 
 
-def from_options(options: Mapping[str, Any], *, sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic) -> BFLEditor:
+def from_options(
+    options: Mapping[str, Any],
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> BFLEditor:
     check_options(options, OPTIONS, "bfl")
     model = options.get("model")
     if not isinstance(model, str) or not model or "/" in model:
@@ -187,12 +219,24 @@ def from_options(options: Mapping[str, Any], *, sleep: Callable[[float], None] =
     extra = options.get("extra") or {}
     if not isinstance(extra, Mapping) or {"prompt", "input_image", "seed"} & set(extra):
         raise OptionsError("bfl: extra must be a mapping and may not set prompt, input_image or seed")
-    caller = HttpCaller(concurrency=int(options.get("concurrency", 4)), timeout_s=float(options.get("timeout_s", 120)),
-                        retry=retry_policy(options, sleep), secrets=(key,), key_env=options.get("api_key_env"))
+    caller = HttpCaller(
+        concurrency=int(options.get("concurrency", 4)),
+        timeout_s=float(options.get("timeout_s", 120)),
+        retry=retry_policy(options, sleep),
+        secrets=(key,),
+        key_env=options.get("api_key_env"),
+    )
     return BFLEditor(
-        model, key, base_url=check_base_url(options.get("base_url", "https://api.bfl.ai"), "bfl"),
-        send_size=options.get("send_size"), extra=extra, poll_interval_s=float(options.get("poll_interval_s", 0.5)),
+        model,
+        key,
+        base_url=check_base_url(options.get("base_url", "https://api.bfl.ai"), "bfl"),
+        send_size=options.get("send_size"),
+        extra=extra,
+        poll_interval_s=float(options.get("poll_interval_s", 0.5)),
         poll_max_interval_s=float(options.get("poll_max_interval_s", 4.0)),
-        poll_timeout_s=float(options.get("poll_timeout_s", 600)), job_attempts=int(options.get("job_attempts", 2)),
-        caller=caller, sleep=sleep, clock=clock,
+        poll_timeout_s=float(options.get("poll_timeout_s", 600)),
+        job_attempts=int(options.get("job_attempts", 2)),
+        caller=caller,
+        sleep=sleep,
+        clock=clock,
     )

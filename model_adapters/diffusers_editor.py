@@ -37,18 +37,33 @@ from model_adapters.transport import check_options
 
 PIPELINES = {
     "flux-kontext": ("FluxKontextPipeline", {"num_inference_steps": 28, "guidance_scale": 2.5}),
-    "qwen-image-edit": ("QwenImageEditPipeline", {"num_inference_steps": 50, "true_cfg_scale": 4.0,
-                                                  "negative_prompt": " "}),
-    "qwen-image-edit-plus": ("QwenImageEditPlusPipeline", {"num_inference_steps": 40, "true_cfg_scale": 4.0,
-                                                           "negative_prompt": " "}),
+    "qwen-image-edit": (
+        "QwenImageEditPipeline",
+        {"num_inference_steps": 50, "true_cfg_scale": 4.0, "negative_prompt": " "},
+    ),
+    "qwen-image-edit-plus": (
+        "QwenImageEditPlusPipeline",
+        {"num_inference_steps": 40, "true_cfg_scale": 4.0, "negative_prompt": " "},
+    ),
     "flux2": ("Flux2Pipeline", {"num_inference_steps": 50, "guidance_scale": 4.0}),
     "flux2-klein": ("Flux2KleinPipeline", {"num_inference_steps": 4, "guidance_scale": 1.0}),
     "auto": ("DiffusionPipeline", {}),
 }
-OPTIONS = frozenset({
-    "pipeline", "model", "revision", "device", "dtype", "cpu_offload", "num_inference_steps", "guidance_scale",
-    "negative_prompt", "call_kwargs", "local_files_only",
-})
+OPTIONS = frozenset(
+    {
+        "pipeline",
+        "model",
+        "revision",
+        "device",
+        "dtype",
+        "cpu_offload",
+        "num_inference_steps",
+        "guidance_scale",
+        "negative_prompt",
+        "call_kwargs",
+        "local_files_only",
+    }
+)
 _RESERVED = {"image", "prompt", "generator", "output_type", "return_dict", "num_images_per_prompt"}
 
 
@@ -57,8 +72,17 @@ class DiffusersEditor:
 
     backend = "diffusers"
 
-    def __init__(self, pipe: Any, *, pipeline: str, model: str, revision: str | None, dtype: str,
-                 call_kwargs: Mapping[str, Any], generator_device: str = "cpu") -> None:
+    def __init__(
+        self,
+        pipe: Any,
+        *,
+        pipeline: str,
+        model: str,
+        revision: str | None,
+        dtype: str,
+        call_kwargs: Mapping[str, Any],
+        generator_device: str = "cpu",
+    ) -> None:
         self.pipe = pipe
         self.pipeline = pipeline
         self.model = model
@@ -71,9 +95,15 @@ class DiffusersEditor:
         self._lock = threading.Lock()
 
     def identity(self) -> dict[str, Any]:
-        return {"backend": self.backend, "pipeline": self.pipeline, "class": type(self.pipe).__name__,
-                "model": self.model, "revision": self.revision, "dtype": self.dtype,
-                "call_kwargs": copy.deepcopy(self.call_kwargs)}
+        return {
+            "backend": self.backend,
+            "pipeline": self.pipeline,
+            "class": type(self.pipe).__name__,
+            "model": self.model,
+            "revision": self.revision,
+            "dtype": self.dtype,
+            "call_kwargs": copy.deepcopy(self.call_kwargs),
+        }
 
     def usage(self) -> dict[str, Any]:
         return {"backend": self.backend, "model": self.model, **self.stats.as_dict()}
@@ -91,8 +121,13 @@ class DiffusersEditor:
         with self._lock:
             generator = torch.Generator(device=self.generator_device).manual_seed(int(seed))
             try:
-                out = self.pipe(image=image.convert("RGB"), prompt=instruction, generator=generator,
-                                output_type="pil", **kwargs)
+                out = self.pipe(
+                    image=image.convert("RGB"),
+                    prompt=instruction,
+                    generator=generator,
+                    output_type="pil",
+                    **kwargs,
+                )
             except torch.cuda.OutOfMemoryError as exc:
                 self.stats.add("failures")
                 raise TransientBackendError(f"{self.name}: out of GPU memory ({exc})"[:300]) from None
@@ -105,15 +140,23 @@ class DiffusersEditor:
             raise PermanentBackendError(f"{self.name}: the pipeline returned no image")
         edited = images[0]
         if not isinstance(edited, Image.Image):
-            raise PermanentBackendError(f"{self.name}: the pipeline returned {type(edited).__name__}, not an image")
+            raise PermanentBackendError(
+                f"{self.name}: the pipeline returned {type(edited).__name__}, not an image"
+            )
         return finish(edited.convert("RGB"), image, self.stats)
 
 
 def _dtype(name: str) -> Any:
     import torch
 
-    table = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16,
-             "float32": torch.float32, "fp32": torch.float32}
+    table = {
+        "bfloat16": torch.bfloat16,
+        "bf16": torch.bfloat16,
+        "float16": torch.float16,
+        "fp16": torch.float16,
+        "float32": torch.float32,
+        "fp32": torch.float32,
+    }
     if name not in table:
         raise OptionsError(f"diffusers: dtype must be one of {', '.join(sorted(table))}")
     return table[name]
@@ -132,7 +175,9 @@ def from_options(options: Mapping[str, Any]) -> DiffusersEditor:
     try:
         import diffusers
     except ImportError:
-        raise OptionsError("backend 'diffusers' needs the diffusers package: pip install 'diffusers>=0.35'") from None
+        raise OptionsError(
+            "backend 'diffusers' needs the diffusers package: pip install 'diffusers>=0.36'"
+        ) from None
     pipeline = options.get("pipeline", "flux-kontext")
     if pipeline not in PIPELINES:
         raise OptionsError(f"diffusers: pipeline must be one of {', '.join(PIPELINES)}")
@@ -160,8 +205,16 @@ def from_options(options: Mapping[str, Any]) -> DiffusersEditor:
         unknown = sorted(set(call_kwargs) - accepted)
         if unknown:
             raise OptionsError(f"diffusers: {class_name} does not take {', '.join(unknown)}")
-    pipe = cls.from_pretrained(model, revision=options.get("revision"), torch_dtype=dtype,
-                               local_files_only=bool(options.get("local_files_only", False)))
+    from diffusers.utils import deprecation_utils
+
+    # diffusers renamed torch_dtype to dtype (the old name warns until 1.0)
+    dtype_kw = "dtype" if hasattr(deprecation_utils, "_TORCH_DTYPE_DEPRECATION_MESSAGE") else "torch_dtype"
+    pipe = cls.from_pretrained(
+        model,
+        revision=options.get("revision"),
+        **{dtype_kw: dtype},
+        local_files_only=bool(options.get("local_files_only", False)),
+    )
     offload = options.get("cpu_offload", "none")
     device = _device(str(options.get("device", "auto")))
     if offload == "model":
@@ -174,5 +227,11 @@ def from_options(options: Mapping[str, Any]) -> DiffusersEditor:
         raise OptionsError("diffusers: cpu_offload must be none, model or sequential")
     if hasattr(pipe, "set_progress_bar_config"):
         pipe.set_progress_bar_config(disable=True)
-    return DiffusersEditor(pipe, pipeline=pipeline, model=model, revision=options.get("revision"),
-                           dtype=dtype_name, call_kwargs=call_kwargs)
+    return DiffusersEditor(
+        pipe,
+        pipeline=pipeline,
+        model=model,
+        revision=options.get("revision"),
+        dtype=dtype_name,
+        call_kwargs=call_kwargs,
+    )

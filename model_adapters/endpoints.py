@@ -47,14 +47,24 @@ class Endpoint:
         return self.dead_until is None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"endpoint": self.label, "requests": self.served, "errors": self.errors,
-                "alive": self.alive, "removals": self.removals}
+        return {
+            "endpoint": self.label,
+            "requests": self.served,
+            "errors": self.errors,
+            "alive": self.alive,
+            "removals": self.removals,
+        }
 
 
 class EndpointPool:
     def __init__(
-        self, urls: Sequence[str], *, dead_after: int = 3, cooldown_s: float = 30.0,
-        health: Callable[[Endpoint], bool] | None = None, clock: Callable[[], float] = time.monotonic,
+        self,
+        urls: Sequence[str],
+        *,
+        dead_after: int = 3,
+        cooldown_s: float = 30.0,
+        health: Callable[[Endpoint], bool] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not urls:
             raise ValueError("at least one endpoint URL is needed")

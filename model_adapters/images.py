@@ -52,8 +52,11 @@ def decode_image(data: bytes, *, source: str = "reply") -> Image.Image:
     try:
         with Image.open(io.BytesIO(data)) as opened:
             opened.load()
-            meta = {k: v for k, v in opened.info.items()
-                    if isinstance(k, str) and k.startswith(META_PREFIX) and isinstance(v, str)}
+            meta = {
+                k: v
+                for k, v in opened.info.items()
+                if isinstance(k, str) and k.startswith(META_PREFIX) and isinstance(v, str)
+            }
             rgb = opened.convert("RGB")
     except (UnidentifiedImageError, OSError, ValueError) as exc:
         raise PermanentBackendError(f"{source} is not a decodable image ({type(exc).__name__})") from None

@@ -23,7 +23,8 @@ Options (``roles.<role>:`` in the run config)::
     max_tokens_field: max_tokens       # or max_completion_tokens (OpenAI reasoning models)
     max_tokens_cap: null               # clamp the engine's max tokens to the server's limit
     omit: []                           # decoding fields not to send, e.g. [temperature, top_p]
-    extra_body: {}                     # merged into the request, e.g. {chat_template_kwargs: {enable_thinking: true}}
+    extra_body: {}                     # merged into the request body, e.g.
+                                       # {chat_template_kwargs: {enable_thinking: true}}
     headers: {}                        # extra non-secret headers (e.g. OpenRouter's X-Title)
     prices: {input_per_million: 0.2, output_per_million: 0.6}
     dead_after: 3                      # consecutive endpoint failures before leaving the rotation
@@ -64,11 +65,29 @@ from model_adapters.transport import (
 )
 from model_adapters.usage import Prices, UsageMeter
 
-OPTIONS = frozenset({
-    "model", "base_url", "base_urls", "api_key_env", "revision", "concurrency", "timeout_s", "max_retries",
-    "backoff_base_s", "backoff_max_s", "max_tokens_field", "max_tokens_cap", "omit", "extra_body", "headers",
-    "prices", "dead_after", "cooldown_s", "health_path",
-})
+OPTIONS = frozenset(
+    {
+        "model",
+        "base_url",
+        "base_urls",
+        "api_key_env",
+        "revision",
+        "concurrency",
+        "timeout_s",
+        "max_retries",
+        "backoff_base_s",
+        "backoff_max_s",
+        "max_tokens_field",
+        "max_tokens_cap",
+        "omit",
+        "extra_body",
+        "headers",
+        "prices",
+        "dead_after",
+        "cooldown_s",
+        "health_path",
+    }
+)
 _DECODING_FIELDS = ("temperature", "top_p", "seed")
 
 
@@ -85,9 +104,13 @@ class ChatSettings:
 
     def identity(self, backend: str) -> dict[str, Any]:
         return {
-            "backend": backend, "model": self.model, "revision": self.revision,
-            "max_tokens_field": self.max_tokens_field, "max_tokens_cap": self.max_tokens_cap,
-            "omit": list(self.omit), "extra_body": copy.deepcopy(dict(self.extra_body or {})),
+            "backend": backend,
+            "model": self.model,
+            "revision": self.revision,
+            "max_tokens_field": self.max_tokens_field,
+            "max_tokens_cap": self.max_tokens_cap,
+            "omit": list(self.omit),
+            "extra_body": copy.deepcopy(dict(self.extra_body or {})),
         }
 
 
@@ -95,11 +118,22 @@ class ChatClient:
     """The wire: POST ``<base>/chat/completions`` with retries, balancing and accounting."""
 
     def __init__(
-        self, settings: ChatSettings, base_urls: Sequence[str], *, api_key: str | None = None,
-        key_env: str | None = None, headers: Mapping[str, str] | None = None, concurrency: int = 16,
-        timeout_s: float = 600.0, retry: RetryPolicy | None = None, prices: Prices | None = None,
-        dead_after: int = 3, cooldown_s: float = 30.0, health_path: str = "models",
-        clock: Callable[[], float] = time.monotonic, transport: httpx.BaseTransport | None = None,
+        self,
+        settings: ChatSettings,
+        base_urls: Sequence[str],
+        *,
+        api_key: str | None = None,
+        key_env: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        concurrency: int = 16,
+        timeout_s: float = 600.0,
+        retry: RetryPolicy | None = None,
+        prices: Prices | None = None,
+        dead_after: int = 3,
+        cooldown_s: float = 30.0,
+        health_path: str = "models",
+        clock: Callable[[], float] = time.monotonic,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
         if concurrency < 1:
             raise OptionsError("concurrency must be >= 1")
@@ -114,8 +148,9 @@ class ChatClient:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._health_path = health_path.strip("/")
         self._slots = threading.BoundedSemaphore(concurrency)
-        self.pool = EndpointPool(base_urls, dead_after=dead_after, cooldown_s=cooldown_s,
-                                 health=self._healthy, clock=clock)
+        self.pool = EndpointPool(
+            base_urls, dead_after=dead_after, cooldown_s=cooldown_s, health=self._healthy, clock=clock
+        )
         limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
         timeout = httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))
         self._clients = {
@@ -147,8 +182,11 @@ class ChatClient:
 
     def request_body(self, messages: list[dict[str, Any]], params: GenerationParams) -> dict[str, Any]:
         s = self.settings
-        max_tokens = params.max_new_tokens if s.max_tokens_cap is None else min(params.max_new_tokens,
-                                                                                s.max_tokens_cap)
+        max_tokens = (
+            params.max_new_tokens
+            if s.max_tokens_cap is None
+            else min(params.max_new_tokens, s.max_tokens_cap)
+        )
         body: dict[str, Any] = {"model": s.model, "messages": messages, s.max_tokens_field: max_tokens}
         decoding = {"temperature": params.temperature, "top_p": params.top_p, "seed": params.seed}
         body.update({k: v for k, v in decoding.items() if k not in s.omit})
@@ -164,8 +202,9 @@ class ChatClient:
             error: BackendError | None = None
             try:
                 try:
-                    response = self._clients[id(endpoint)].post(f"{endpoint.url}/chat/completions",
-                                                                content=payload)
+                    response = self._clients[id(endpoint)].post(
+                        f"{endpoint.url}/chat/completions", content=payload
+                    )
                 except httpx.HTTPError as exc:
                     raise map_transport_error(exc, what, self.scrub) from None
                 if response.status_code >= 400:
@@ -174,8 +213,9 @@ class ChatClient:
                 if not isinstance(data, dict):
                     raise MalformedReply(f"{what}: reply is not a JSON object")
                 if "error" in data and not data.get("choices"):  # some routers answer 200 with an error
-                    raise map_status(httpx.Response(_error_status(data), json=data), what, self.scrub,
-                                     key_env=self.key_env)
+                    raise map_status(
+                        httpx.Response(_error_status(data), json=data), what, self.scrub, key_env=self.key_env
+                    )
                 choices = data.get("choices")
                 if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
                     raise MalformedReply(f"{what}: reply has no choices")
@@ -301,9 +341,14 @@ class OpenAIText(_ChatBackend):
         return self.client.chat([{"role": "user", "content": prompt}], params)
 
 
-def client_from_options(options: Mapping[str, Any], backend: str = "openai-chat", *,
-                        sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None,
-                        clock: Callable[[], float] = time.monotonic) -> ChatClient:
+def client_from_options(
+    options: Mapping[str, Any],
+    backend: str = "openai-chat",
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    rng: random.Random | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> ChatClient:
     """Validate the role's options and build its client."""
     check_options(options, OPTIONS, backend)
     model = options.get("model")
@@ -326,19 +371,33 @@ def client_from_options(options: Mapping[str, Any], backend: str = "openai-chat"
         raise OptionsError("extra_body must be a mapping and may not set model or messages")
     cap = options.get("max_tokens_cap")
     settings = ChatSettings(
-        model=model, revision=options.get("revision"), max_tokens_field=field,
-        max_tokens_cap=None if cap is None else int(cap), omit=omit, extra_body=dict(extra),
+        model=model,
+        revision=options.get("revision"),
+        max_tokens_field=field,
+        max_tokens_cap=None if cap is None else int(cap),
+        omit=omit,
+        extra_body=dict(extra),
     )
     key_env = options.get("api_key_env")
     retry = RetryPolicy(
-        max_retries=int(options.get("max_retries", 6)), base_delay=float(options.get("backoff_base_s", 1.0)),
-        max_delay=float(options.get("backoff_max_s", 60.0)), sleep=sleep, rng=rng or random.Random(),
+        max_retries=int(options.get("max_retries", 6)),
+        base_delay=float(options.get("backoff_base_s", 1.0)),
+        max_delay=float(options.get("backoff_max_s", 60.0)),
+        sleep=sleep,
+        rng=rng or random.Random(),
     )
     return ChatClient(
-        settings, urls, api_key=secret_from_env(options, backend), key_env=key_env,
-        headers=check_headers(options.get("headers"), backend), concurrency=int(options.get("concurrency", 16)),
-        timeout_s=float(options.get("timeout_s", 600.0)), retry=retry,
-        prices=Prices.from_options(options.get("prices")), dead_after=int(options.get("dead_after", 3)),
-        cooldown_s=float(options.get("cooldown_s", 30.0)), health_path=str(options.get("health_path", "models")),
+        settings,
+        urls,
+        api_key=secret_from_env(options, backend),
+        key_env=key_env,
+        headers=check_headers(options.get("headers"), backend),
+        concurrency=int(options.get("concurrency", 16)),
+        timeout_s=float(options.get("timeout_s", 600.0)),
+        retry=retry,
+        prices=Prices.from_options(options.get("prices")),
+        dead_after=int(options.get("dead_after", 3)),
+        cooldown_s=float(options.get("cooldown_s", 30.0)),
+        health_path=str(options.get("health_path", "models")),
         clock=clock,
     )

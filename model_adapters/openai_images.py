@@ -44,8 +44,9 @@ class OpenAIImageEditor:
 
     backend = "openai-images"
 
-    def __init__(self, model: str, api_key: str | None, *, base_url: str, form: Mapping[str, str],
-                 caller: HttpCaller) -> None:
+    def __init__(
+        self, model: str, api_key: str | None, *, base_url: str, form: Mapping[str, str], caller: HttpCaller
+    ) -> None:
         self.model = model
         self.name = f"openai-images:{model}"
         self.base_url = base_url.rstrip("/")
@@ -56,7 +57,12 @@ class OpenAIImageEditor:
         caller.on_retry = lambda exc, _w: self.stats.add("retries")
 
     def identity(self) -> dict[str, Any]:
-        return {"backend": self.backend, "model": self.model, "form": copy.deepcopy(self.form), "seeded": False}
+        return {
+            "backend": self.backend,
+            "model": self.model,
+            "form": copy.deepcopy(self.form),
+            "seeded": False,
+        }
 
     def usage(self) -> dict[str, Any]:
         return {"backend": self.backend, "model": self.model, **self.stats.as_dict()}
@@ -66,8 +72,14 @@ class OpenAIImageEditor:
         files = {"image": ("image.png", png_bytes(image), "image/png")}
         try:
             try:
-                body = self.caller.request_json("POST", f"{self.base_url}/images/edits", "images.edit",
-                                                data=data, files=files, headers=self._headers)
+                body = self.caller.request_json(
+                    "POST",
+                    f"{self.base_url}/images/edits",
+                    "images.edit",
+                    data=data,
+                    files=files,
+                    headers=self._headers,
+                )
             except PermanentBackendError as exc:
                 if any(m in str(exc).lower() for m in _REFUSAL_MARKERS):
                     raise EditRefused(f"{self.name}: {str(exc).split(': ', 1)[-1]}") from None
@@ -94,15 +106,19 @@ class OpenAIImageEditor:
                 raise PermanentBackendError("images.edit: invalid base64 image") from None
             return decode_image(raw, source="images.edit result")
         if isinstance(item.get("url"), str):
-            return decode_image(self.caller.request("GET", item["url"], "images.edit download").content,
-                                source="images.edit result")
+            return decode_image(
+                self.caller.request("GET", item["url"], "images.edit download").content,
+                source="images.edit result",
+            )
         raise MalformedReply("images.edit: result has neither b64_json nor url")
 
     def close(self) -> None:
         self.caller.close()
 
 
-def from_options(options: Mapping[str, Any], *, sleep: Callable[[float], None] = time.sleep) -> OpenAIImageEditor:
+def from_options(
+    options: Mapping[str, Any], *, sleep: Callable[[float], None] = time.sleep
+) -> OpenAIImageEditor:
     check_options(options, OPTIONS, "openai-images")
     model = options.get("model", "gpt-image-1")
     if not isinstance(model, str) or not model:
@@ -113,7 +129,17 @@ def from_options(options: Mapping[str, Any], *, sleep: Callable[[float], None] =
         raise OptionsError("openai-images: extra must be a mapping and may not set model, prompt, image or n")
     form = {k: str(options[k]) for k in ("size", "quality", "input_fidelity") if options.get(k) is not None}
     form.update({str(k): str(v) for k, v in extra.items()})
-    caller = HttpCaller(concurrency=int(options.get("concurrency", 4)), timeout_s=float(options.get("timeout_s", 300)),
-                        retry=retry_policy(options, sleep), secrets=(key,), key_env=options.get("api_key_env"))
-    return OpenAIImageEditor(model, key, base_url=check_base_url(options.get("base_url", "https://api.openai.com/v1"),
-                                                                 "openai-images"), form=form, caller=caller)
+    caller = HttpCaller(
+        concurrency=int(options.get("concurrency", 4)),
+        timeout_s=float(options.get("timeout_s", 300)),
+        retry=retry_policy(options, sleep),
+        secrets=(key,),
+        key_env=options.get("api_key_env"),
+    )
+    return OpenAIImageEditor(
+        model,
+        key,
+        base_url=check_base_url(options.get("base_url", "https://api.openai.com/v1"), "openai-images"),
+        form=form,
+        caller=caller,
+    )

@@ -36,8 +36,9 @@ class OpenRouterImageEditor:
 
     backend = "openrouter-image"
 
-    def __init__(self, client: ChatClient, *, image_config: Mapping[str, Any] | None = None,
-                 max_tokens: int = 8192) -> None:
+    def __init__(
+        self, client: ChatClient, *, image_config: Mapping[str, Any] | None = None, max_tokens: int = 8192
+    ) -> None:
         self.client = client
         self.model = client.settings.model
         self.name = f"openrouter-image:{self.model}"
@@ -50,16 +51,27 @@ class OpenRouterImageEditor:
 
     def usage(self) -> dict[str, Any]:
         chat = self.client.usage.as_dict()
-        return {"backend": self.backend, "model": self.model, **self.stats.as_dict(),
-                "retries": chat["retries"], "input_tokens": chat["prompt_tokens"],
-                "output_tokens": chat["completion_tokens"], "cost_usd": chat["cost_usd"],
-                "endpoints": self.client.pool.stats()}
+        return {
+            "backend": self.backend,
+            "model": self.model,
+            **self.stats.as_dict(),
+            "retries": chat["retries"],
+            "input_tokens": chat["prompt_tokens"],
+            "output_tokens": chat["completion_tokens"],
+            "cost_usd": chat["cost_usd"],
+            "endpoints": self.client.pool.stats(),
+        }
 
     def edit(self, image: Image.Image, instruction: str, *, seed: int) -> Image.Image:
-        messages = [{"role": "user", "content": [
-            {"type": "image_url", "image_url": {"url": data_uri(image)}},
-            {"type": "text", "text": instruction},
-        ]}]
+        messages = [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": data_uri(image)}},
+                    {"type": "text", "text": instruction},
+                ],
+            }
+        ]
         body = self.client.request_body(messages, GenerationParams(max_new_tokens=self.max_tokens, seed=seed))
         body["modalities"] = ["image", "text"]
         if self.image_config:
@@ -82,8 +94,12 @@ class OpenRouterImageEditor:
             url = (item.get("image_url") or {}).get("url") if isinstance(item, dict) else None
             if isinstance(url, str):
                 return decode_data_uri(url, source=f"{self.name} image")
-        reason = (message.get("refusal") or choice.get("native_finish_reason") or choice.get("finish_reason")
-                  or "no image in the reply")
+        reason = (
+            message.get("refusal")
+            or choice.get("native_finish_reason")
+            or choice.get("finish_reason")
+            or "no image in the reply"
+        )
         text = message.get("content") if isinstance(message.get("content"), str) else ""
         raise EditRefused(f"{self.name}: {reason}" + (f": {text[:200]}" if text else ""))
 
@@ -91,8 +107,12 @@ class OpenRouterImageEditor:
         self.client.close()
 
 
-def from_options(options: Mapping[str, Any], *, sleep: Callable[[float], None] = time.sleep,
-                 rng: random.Random | None = None) -> OpenRouterImageEditor:
+def from_options(
+    options: Mapping[str, Any],
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    rng: random.Random | None = None,
+) -> OpenRouterImageEditor:
     opts = dict(options)
     image_config = opts.pop("image_config", None)
     max_tokens = int(opts.pop("max_tokens", 8192))

@@ -44,16 +44,18 @@ def mean_score(scores: Sequence[float | None]) -> float | None:
     return sum(scored) / len(scored) if scored else None
 
 
-def judge_vote(samples: Sequence[int | None], kind: Literal["binary", "graded"], *,
-               tie: Tie = "unscored") -> float | None:
+def judge_vote(
+    samples: Sequence[int | None], kind: Literal["binary", "graded"], *, tie: Tie = "unscored"
+) -> float | None:
     """One judge's vote from its self-consistency samples (a single sample is returned as is)."""
     if kind == "binary":
         return majority(samples, tie=tie)
     return mean_score(samples)
 
 
-def panel_score(per_judge: Mapping[str, Sequence[int | None]], kind: Literal["binary", "graded"], *,
-                tie: Tie = "unscored") -> dict[str, Any]:
+def panel_score(
+    per_judge: Mapping[str, Sequence[int | None]], kind: Literal["binary", "graded"], *, tie: Tie = "unscored"
+) -> dict[str, Any]:
     """The panel's score for one item, and every judge's vote (kept for the record).
 
     ``per_judge`` maps a judge name to its samples for this item (one sample without
@@ -66,8 +68,12 @@ def panel_score(per_judge: Mapping[str, Sequence[int | None]], kind: Literal["bi
     else:
         score = mean_score(values)
     scored = [v for v in values if v is not None]
-    return {"score": score, "votes": votes, "n_scored": len(scored),
-            "unanimous": bool(scored) and len(set(scored)) == 1}
+    return {
+        "score": score,
+        "votes": votes,
+        "n_scored": len(scored),
+        "unanimous": bool(scored) and len(set(scored)) == 1,
+    }
 
 
 def percent_agreement(a: Sequence[Any], b: Sequence[Any]) -> float | None:
@@ -76,8 +82,13 @@ def percent_agreement(a: Sequence[Any], b: Sequence[Any]) -> float | None:
     return sum(x == y for x, y in pairs) / len(pairs) if pairs else None
 
 
-def cohen_kappa(a: Sequence[Any], b: Sequence[Any], *, weights: Literal["quadratic"] | None = None,
-                labels: Sequence[Any] | None = None) -> float | None:
+def cohen_kappa(
+    a: Sequence[Any],
+    b: Sequence[Any],
+    *,
+    weights: Literal["quadratic"] | None = None,
+    labels: Sequence[Any] | None = None,
+) -> float | None:
     """Cohen's κ of two raters over the items both scored; ``None`` with no such item.
 
     With ``weights="quadratic"`` the disagreement between ordinal labels i and j costs
@@ -111,8 +122,12 @@ def cohen_kappa(a: Sequence[Any], b: Sequence[Any], *, weights: Literal["quadrat
     return 1.0 - d_obs / d_exp
 
 
-def agreement(per_judge: Mapping[str, Sequence[Any]], *, kind: Literal["binary", "graded"] = "binary",
-              labels: Sequence[Any] | None = None) -> dict[str, Any]:
+def agreement(
+    per_judge: Mapping[str, Sequence[Any]],
+    *,
+    kind: Literal["binary", "graded"] = "binary",
+    labels: Sequence[Any] | None = None,
+) -> dict[str, Any]:
     """Judge–judge agreement over items: per pair and the mean over pairs.
 
     ``per_judge`` maps a judge name to its votes, item by item (same order for every judge; None
@@ -129,11 +144,21 @@ def agreement(per_judge: Mapping[str, Sequence[Any]], *, kind: Literal["binary",
     pairs = []
     for x, y in itertools.combinations(names, 2):
         a, b = per_judge[x], per_judge[y]
-        pairs.append({"judges": [x, y], "n": len(_pairs(a, b)), "percent": percent_agreement(a, b),
-                      "kappa": cohen_kappa(a, b, weights=weights, labels=labels)})
-    return {"kind": kind, "kappa_weights": weights, "pairs": pairs,
-            "mean_percent": mean_score([p["percent"] for p in pairs]),
-            "mean_kappa": mean_score([p["kappa"] for p in pairs])}
+        pairs.append(
+            {
+                "judges": [x, y],
+                "n": len(_pairs(a, b)),
+                "percent": percent_agreement(a, b),
+                "kappa": cohen_kappa(a, b, weights=weights, labels=labels),
+            }
+        )
+    return {
+        "kind": kind,
+        "kappa_weights": weights,
+        "pairs": pairs,
+        "mean_percent": mean_score([p["percent"] for p in pairs]),
+        "mean_kappa": mean_score([p["kappa"] for p in pairs]),
+    }
 
 
 def vote_counts(votes: Sequence[Any]) -> dict[str, int]:

@@ -21,15 +21,28 @@ from model_adapters.images import match_size
 from model_adapters.retry import RetryPolicy
 from model_adapters.transport import Scrubber, json_body, map_status, map_transport_error
 
-EDITOR_HTTP_OPTIONS = frozenset({
-    "api_key_env", "base_url", "concurrency", "timeout_s", "max_retries", "backoff_base_s", "backoff_max_s",
-})
+EDITOR_HTTP_OPTIONS = frozenset(
+    {
+        "api_key_env",
+        "base_url",
+        "concurrency",
+        "timeout_s",
+        "max_retries",
+        "backoff_base_s",
+        "backoff_max_s",
+    }
+)
 
 
 class HttpCaller:
     def __init__(
-        self, *, concurrency: int = 4, timeout_s: float = 120.0, retry: RetryPolicy | None = None,
-        secrets: tuple[str | None, ...] = (), key_env: str | None = None,
+        self,
+        *,
+        concurrency: int = 4,
+        timeout_s: float = 120.0,
+        retry: RetryPolicy | None = None,
+        secrets: tuple[str | None, ...] = (),
+        key_env: str | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         if concurrency < 1:
@@ -39,8 +52,12 @@ class HttpCaller:
         self.key_env = key_env
         self._slots = threading.BoundedSemaphore(concurrency)
         limits = httpx.Limits(max_connections=concurrency * 2, max_keepalive_connections=concurrency)
-        self.client = httpx.Client(limits=limits, timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)),
-                                   transport=transport, follow_redirects=False)
+        self.client = httpx.Client(
+            limits=limits,
+            timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)),
+            transport=transport,
+            follow_redirects=False,
+        )
         self.on_retry: Callable[[BackendError, float], None] | None = None
 
     def request(self, method: str, url: str, what: str, **kwargs: Any) -> httpx.Response:
@@ -97,14 +114,22 @@ class EditorUsage:
 
     def as_dict(self) -> dict[str, Any]:
         with self._lock:
-            return {**self.counts, **self.tokens, "cost_usd": None if self.cost is None else round(self.cost, 6)}
+            return {
+                **self.counts,
+                **self.tokens,
+                "cost_usd": None if self.cost is None else round(self.cost, 6),
+            }
 
 
-def retry_policy(options: Mapping[str, Any], sleep: Callable[[float], None] = time.sleep,
-                 rng: random.Random | None = None) -> RetryPolicy:
+def retry_policy(
+    options: Mapping[str, Any], sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None
+) -> RetryPolicy:
     return RetryPolicy(
-        max_retries=int(options.get("max_retries", 6)), base_delay=float(options.get("backoff_base_s", 1.0)),
-        max_delay=float(options.get("backoff_max_s", 60.0)), sleep=sleep, rng=rng or random.Random(),
+        max_retries=int(options.get("max_retries", 6)),
+        base_delay=float(options.get("backoff_base_s", 1.0)),
+        max_delay=float(options.get("backoff_max_s", 60.0)),
+        sleep=sleep,
+        rng=rng or random.Random(),
     )
 
 

@@ -48,7 +48,9 @@ class RetryPolicy:
             wait = max(wait, error.retry_after)
         return wait
 
-    def call(self, attempt: Callable[[], T], on_retry: Callable[[BackendError, float], None] | None = None) -> T:
+    def call(
+        self, attempt: Callable[[], T], on_retry: Callable[[BackendError, float], None] | None = None
+    ) -> T:
         """Run ``attempt`` with retries; the last error is raised when they are used up."""
         retry = 0
         while True:

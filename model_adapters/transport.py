@@ -38,7 +38,9 @@ from model_adapters.errors import (
 )
 from model_adapters.retry import retry_after_seconds
 
-_KEYLIKE = re.compile(r"(?i)(bearer\s+\S+|\b(?:sk|rk|pk|or|key)-[A-Za-z0-9_*.\-]{6,}|\bAIza[0-9A-Za-z_\-]{10,})")
+_KEYLIKE = re.compile(
+    r"(?i)(bearer\s+\S+|\b(?:sk|rk|pk)-[A-Za-z0-9_*.\-]{6,}|\bAIza[0-9A-Za-z_\-]{10,})"
+)
 _SECRET_HEADER = re.compile(r"(?i)(authorization|api[-_]?key|token|secret|cookie)")
 _SECRET_QUERY = re.compile(r"(?i)(key|token|secret|sig|signature|auth)")
 
@@ -47,12 +49,19 @@ def check_options(options: Mapping[str, Any], allowed: Iterable[str], backend: s
     extra = sorted(set(options) - set(allowed))
     if extra:
         raise OptionsError(
-            f"backend {backend!r} does not take option(s) {', '.join(extra)} (known: {', '.join(sorted(allowed))})"
+            f"backend {backend!r} does not take option(s) {', '.join(extra)} "
+            f"(known: {', '.join(sorted(allowed))})"
         )
 
 
-def secret_from_env(options: Mapping[str, Any], backend: str, *, option: str = "api_key_env",
-                    default_env: str | None = None, required: bool = False) -> str | None:
+def secret_from_env(
+    options: Mapping[str, Any],
+    backend: str,
+    *,
+    option: str = "api_key_env",
+    default_env: str | None = None,
+    required: bool = False,
+) -> str | None:
     """The secret in the environment variable the options name (never the value itself)."""
     name = options.get(option, default_env)
     if name is None:
@@ -60,10 +69,14 @@ def secret_from_env(options: Mapping[str, Any], backend: str, *, option: str = "
             raise OptionsError(f"backend {backend!r} needs a key: set {option}: NAME_OF_ENV_VARIABLE")
         return None
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-        raise OptionsError(f"{option} must name an environment variable (like OPENAI_API_KEY), not hold a value")
+        raise OptionsError(
+            f"{option} must name an environment variable (like OPENAI_API_KEY), not hold a value"
+        )
     value = os.environ.get(name)
     if not value:
-        raise OptionsError(f"backend {backend!r}: environment variable {name} (from {option}) is not set or empty")
+        raise OptionsError(
+            f"backend {backend!r}: environment variable {name} (from {option}) is not set or empty"
+        )
     return value
 
 
@@ -88,8 +101,9 @@ def check_headers(headers: object, backend: str) -> dict[str, str]:
         raise OptionsError(f"backend {backend!r}: headers must be a mapping of name to value")
     bad = [k for k in headers if _SECRET_HEADER.search(str(k))]
     if bad:
-        raise OptionsError(f"backend {backend!r}: header(s) {', '.join(bad)} look like credentials; "
-                           "use api_key_env instead")
+        raise OptionsError(
+            f"backend {backend!r}: header(s) {', '.join(bad)} look like credentials; use api_key_env instead"
+        )
     return {str(k): str(v) for k, v in headers.items()}
 
 
@@ -110,11 +124,15 @@ def map_transport_error(exc: httpx.HTTPError, what: str, scrub: Scrubber) -> Bac
     if isinstance(exc, httpx.TimeoutException):
         return Timeout(f"{what}: timed out ({type(exc).__name__})")
     if isinstance(exc, (httpx.TransportError, httpx.StreamError)):
-        return TransientBackendError(f"{what}: connection failed ({type(exc).__name__}: {scrub(str(exc))[:200]})")
+        return TransientBackendError(
+            f"{what}: connection failed ({type(exc).__name__}: {scrub(str(exc))[:200]})"
+        )
     return TransientBackendError(f"{what}: {type(exc).__name__}: {scrub(str(exc))[:200]}")
 
 
-def map_status(response: httpx.Response, what: str, scrub: Scrubber, *, key_env: str | None = None) -> BackendError:
+def map_status(
+    response: httpx.Response, what: str, scrub: Scrubber, *, key_env: str | None = None
+) -> BackendError:
     """A non-2xx response as our error, with the server's message (scrubbed, truncated)."""
     status = response.status_code
     detail = scrub(_error_message(response))[:300]

@@ -29,11 +29,15 @@ class Prices:
         if value is None:
             return None
         if not isinstance(value, Mapping):
-            raise OptionsError("prices must be a mapping like {input_per_million: 0.2, output_per_million: 0.6}")
+            raise OptionsError(
+                "prices must be a mapping like {input_per_million: 0.2, output_per_million: 0.6}"
+            )
         unknown = sorted(set(value) - {"input_per_million", "output_per_million"})
         if unknown:
-            raise OptionsError(f"prices: unknown field(s) {', '.join(unknown)}; "
-                               "known: input_per_million, output_per_million (USD)")
+            raise OptionsError(
+                f"prices: unknown field(s) {', '.join(unknown)}; "
+                "known: input_per_million, output_per_million (USD)"
+            )
         return cls(**{k: float(v) for k, v in value.items()})
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
@@ -100,15 +104,39 @@ class UsageMeter:
             else:
                 cost, source = None, None
             return {
-                "requests": self.requests, "attempts": self.attempts, "retries": self.retries,
-                "failures": self.failures, "errors": dict(sorted(self.errors.items())),
-                "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "requests": self.requests,
+                "attempts": self.attempts,
+                "retries": self.retries,
+                "failures": self.failures,
+                "errors": dict(sorted(self.errors.items())),
+                "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens,
                 "reasoning_tokens": self.reasoning_tokens,
                 "total_tokens": self.prompt_tokens + self.completion_tokens,
                 "images": self.images,
-                "cost_usd": None if cost is None else round(cost, 6), "cost_source": source,
+                "cost_usd": None if cost is None else round(cost, 6),
+                "cost_source": source,
             }
 
 
 def _int(value: object) -> int:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def role_usage(backends: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"roles": {role: backend.usage()}, "cost_usd": total or None}`` for the results file.
+
+    Backends without a ``usage()`` method (the calibration world, detectors) are left out. The
+    same backend object under two roles is reported once, under its first role.
+    """
+    seen: set[int] = set()
+    roles: dict[str, Any] = {}
+    for role, backend in backends.items():
+        usage = getattr(backend, "usage", None)
+        if backend is None or not callable(usage) or id(backend) in seen:
+            continue
+        seen.add(id(backend))
+        roles[role] = usage()
+    costs = [u.get("cost_usd") for u in roles.values() if isinstance(u, Mapping)]
+    known = [c for c in costs if isinstance(c, (int, float))]
+    return {"roles": roles, "cost_usd": round(sum(known), 6) if known else None}

@@ -9,7 +9,7 @@ import pytest
 
 from edct_task.protocol import ProtocolConfig, render_edits, sample_protocol, why_prompt
 from edct_task.records import SampleInput, SampleRecord
-from edct_task.requests import AskLLM, AskTarget, EditImage, Failure, Request, VerifyEdit
+from edct_task.requests import AskLLM, AskTarget, EditedImage, EditImage, Failure, Request, VerifyEdit
 from verification.check import EditCheck, GateParams
 
 SAMPLE = SampleInput(
@@ -93,7 +93,7 @@ def default_responder(
                 "judge_graded": GRADED_5,
             }[req.purpose.split(".")[1]]
         if isinstance(req, EditImage):
-            return f"img-{req.step}-{req.attempt}"
+            return EditedImage(f"img-{req.step}-{req.attempt}")
         assert isinstance(req, VerifyEdit)
         return check(verify(req))
 
@@ -266,3 +266,48 @@ def test_a_protocol_bug_costs_one_sample_not_the_run(monkeypatch: pytest.MonkeyP
     records = driver.run_lockstep(samples, ProtocolConfig(), Scripted())
     assert [r.status for r in records] == ["scored", "error"]
     assert records[1].reason.startswith("internal error: RuntimeError: unexpected reply")
+
+
+def _panel_responder(ac_votes: dict[int, int], graded: dict[int, str]) -> Responder:
+    base = default_responder()
+
+    def respond(req: Request) -> object:
+        if isinstance(req, AskLLM) and req.purpose.endswith("judge_binary"):
+            ac = ac_votes[req.member]
+            return f"AC_REASON: r\nEF_REASON: r\nFINAL SCORES\nAC: {ac}\nEF: 1\nCCS: {ac}"
+        if isinstance(req, AskLLM) and req.purpose.endswith("judge_graded"):
+            return graded[req.member]
+        return base(req)
+
+    return respond
+
+
+def test_judge_panel_votes_by_majority_and_averages_graded_scores() -> None:
+    respond = _panel_responder({0: 1, 1: 0, 2: 1}, {0: "SCORE: 5", 1: "SCORE: 2", 2: "no score at all"})
+    record, batches = drive(ProtocolConfig(judges=3), respond)
+    judge_reqs = [
+        r for b in batches for r in b if isinstance(r, AskLLM) and r.purpose == "step1.judge_binary"
+    ]
+    assert sorted(r.member for r in judge_reqs) == [0, 1, 2]
+    step = record.steps[0]
+    assert (step.binary.ac, step.binary.ef) == (1, 1)  # AC votes 1, 0, 1
+    assert step.graded.score == 3.5  # mean of 5 and 2; the unparseable third is unscored, not 0
+    assert len(step.votes) == 3 and step.votes[2].graded.error.startswith("unparseable")
+    assert "AC votes {'judge0': 1, 'judge1': 0, 'judge2': 1}" in step.binary.note
+    assert record.scores.ccs_graded == pytest.approx(2.5 / 4)
+
+
+def test_tied_panel_is_unscored_unless_told_to_break_ties() -> None:
+    respond = _panel_responder({0: 1, 1: 0}, {0: "SCORE: 5", 1: "SCORE: 1"})
+    record, _ = drive(ProtocolConfig(judges=2), respond)
+    assert record.steps[0].binary.ac is None and "no majority" in record.steps[0].binary.error
+    assert record.scores.ccs_binary is None and record.scores.ccs_graded == 0.5
+    record, _ = drive(ProtocolConfig(judges=2, panel_tie="first"), respond)
+    assert record.steps[0].binary.ac == 1
+
+
+def test_self_consistency_samples_get_their_own_seeds() -> None:
+    record, batches = drive(ProtocolConfig(judge_samples=3, judge_temperature=0.7), default_responder())
+    reqs = [r for b in batches for r in b if isinstance(r, AskLLM) and r.purpose == "step2.judge_graded"]
+    assert [(r.member, r.sample, r.temperature) for r in reqs] == [(0, 0, 0.7), (0, 1, 0.7), (0, 2, 0.7)]
+    assert len(record.steps[1].votes) == 3 and record.steps[1].binary.ac == 1

@@ -126,11 +126,22 @@ class Loopback(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, world: CalibrationWorld, *, faults: FaultPlan | None = None, api_key: str | None = None,
-                 reasoning: bool = False, report_cost: bool = False, moderate: float = 0.0,
-                 down: bool = False) -> None:
+    def __init__(
+        self,
+        world: CalibrationWorld,
+        *,
+        faults: FaultPlan | None = None,
+        api_key: str | None = None,
+        reasoning: bool = False,
+        report_cost: bool = False,
+        moderate: float = 0.0,
+        down: bool = False,
+        latency_s: float = 0.0,
+    ) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.world = world
+        self.latency_s = latency_s
+        """Seconds each chat completion takes (for benchmarks; tests leave it at 0)."""
         self.faults = faults or FaultPlan()
         self.api_key = api_key
         self.reasoning = reasoning
@@ -165,14 +176,20 @@ class Loopback(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go in separate writes: no 40 ms delayed-ACK stall
     server: Loopback
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
 
     # -- plumbing -------------------------------------------------------------------------------
-    def _send(self, status: int, body: bytes, content_type: str = "application/json",
-              headers: dict[str, str] | None = None) -> None:
+    def _send(
+        self,
+        status: int,
+        body: bytes,
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
+    ) -> None:
         try:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
@@ -271,6 +288,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- OpenAI chat ----------------------------------------------------------------------------
     def _chat(self, body: dict[str, Any]) -> None:
+        if self.server.latency_s:
+            time.sleep(self.server.latency_s)
         with self.server.lock:
             self.server.bodies.append({k: v for k, v in body.items() if k != "messages"})
         world = self.server.world
@@ -280,13 +299,18 @@ class _Handler(BaseHTTPRequestHandler):
             content = m["content"]
             if isinstance(content, list):
                 text = "".join(p.get("text", "") for p in content if p["type"] == "text")
-                images = tuple(image_from_uri(p["image_url"]["url"]) for p in content if p["type"] == "image_url")
+                images = tuple(
+                    image_from_uri(p["image_url"]["url"]) for p in content if p["type"] == "image_url"
+                )
             else:
                 text, images = content, ()
             conversation.append(ChatMessage(m["role"], text, images))
-        params = GenerationParams(max_new_tokens=body.get("max_tokens") or body.get("max_completion_tokens"),
-                                  temperature=body.get("temperature", 0.0), top_p=body.get("top_p", 1.0),
-                                  seed=body.get("seed", 0))
+        params = GenerationParams(
+            max_new_tokens=body.get("max_tokens") or body.get("max_completion_tokens"),
+            temperature=body.get("temperature", 0.0),
+            top_p=body.get("top_p", 1.0),
+            seed=body.get("seed", 0),
+        )
         message: dict[str, Any] = {"role": "assistant"}
         if "image" in (body.get("modalities") or []):
             image = next(img for m in conversation for img in m.images)
@@ -313,12 +337,23 @@ class _Handler(BaseHTTPRequestHandler):
         if self.server.reasoning and message.get("content"):
             message["reasoning_content"] = "The user wants an answer. Let me look at the evidence carefully."
         prompt_chars = sum(len(json.dumps(m)) for m in messages)
-        usage: dict[str, Any] = {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(message["content"]) // 4}
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt_chars // 4,
+            "completion_tokens": len(message["content"]) // 4,
+        }
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         if self.server.report_cost:
             usage["cost"] = 0.001
-        self._json(200, {"id": "chatcmpl-loopback", "object": "chat.completion", "model": body["model"],
-                         "choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage})
+        self._json(
+            200,
+            {
+                "id": "chatcmpl-loopback",
+                "object": "chat.completion",
+                "model": body["model"],
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                "usage": usage,
+            },
+        )
 
     # -- OpenAI images.edit (multipart) ---------------------------------------------------------
     def _openai_images_edit(self, body: bytes) -> None:
@@ -331,22 +366,39 @@ class _Handler(BaseHTTPRequestHandler):
         image = open_image(fields["image"] if "image" in fields else fields["image[]"])
         prompt = fields["prompt"].decode()
         if self.server.moderated(body):
-            self._json(400, {"error": {"message": "Your request was rejected as a result of our safety system.",
-                                       "code": "moderation_blocked", "type": "image_generation_user_error"}})
+            self._json(
+                400,
+                {
+                    "error": {
+                        "message": "Your request was rejected as a result of our safety system.",
+                        "code": "moderation_blocked",
+                        "type": "image_generation_user_error",
+                    }
+                },
+            )
             return
         try:
             edited = self.server.world.edit(image, prompt, seed=0)
         except EditRefused as exc:
             self._json(400, {"error": {"message": str(exc), "code": "invalid_request"}})
             return
-        self._json(200, {"created": 0, "data": [{"b64_json": base64.b64encode(png(edited)).decode()}],
-                         "usage": {"input_tokens": 100, "output_tokens": 50, "total_tokens": 150}})
+        self._json(
+            200,
+            {
+                "created": 0,
+                "data": [{"b64_json": base64.b64encode(png(edited)).decode()}],
+                "usage": {"input_tokens": 100, "output_tokens": 50, "total_tokens": 150},
+            },
+        )
 
     # -- BFL --------------------------------------------------------------------------------------
     def _bfl_submit(self, model: str, body: dict[str, Any], raw: bytes) -> None:
         job = hashlib.sha256(raw + str(time.perf_counter_ns()).encode()).hexdigest()[:16]
-        image = image_from_uri("x," + body["input_image"]) if not body["input_image"].startswith("data:") \
+        image = (
+            image_from_uri("x," + body["input_image"])
+            if not body["input_image"].startswith("data:")
             else image_from_uri(body["input_image"])
+        )
         record: dict[str, Any] = {"polls": 0, "model": model}
         if self.server.moderated(raw):
             record["status"] = "Request Moderated"
@@ -379,8 +431,15 @@ class _Handler(BaseHTTPRequestHandler):
             sample = f"{self.server.url}/delivery/{job}.png?se=2099&sig=s3cr3tsignature"
             self._json(200, {"id": job, "status": "Ready", "result": {"sample": sample, "seed": 1}})
         else:
-            self._json(200, {"id": job, "status": status, "result": None,
-                             "details": {"reason": record.get("error", "moderated")}})
+            self._json(
+                200,
+                {
+                    "id": job,
+                    "status": status,
+                    "result": None,
+                    "details": {"reason": record.get("error", "moderated")},
+                },
+            )
 
     def _bfl_download(self, parts: urllib.parse.SplitResult) -> None:
         job = parts.path.rsplit("/", 1)[1].split(".")[0]

@@ -18,8 +18,40 @@ from model_adapters.errors import OptionsError  # noqa: E402
 from model_adapters.factories import FACTORIES  # noqa: E402
 from model_adapters.images import RESIZE_INFO_KEY  # noqa: E402
 
-WORDS = ("keep change how constraints the a of to from ball car tree red white orange yellow blue green "
-         "recolour remove add turn move left right everything else lighting match no new objects").split()
+WORDS = (
+    "keep",
+    "change",
+    "how",
+    "constraints",
+    "the",
+    "a",
+    "of",
+    "to",
+    "from",
+    "ball",
+    "car",
+    "tree",
+    "red",
+    "white",
+    "orange",
+    "yellow",
+    "blue",
+    "green",
+    "recolour",
+    "remove",
+    "add",
+    "turn",
+    "move",
+    "left",
+    "right",
+    "everything",
+    "else",
+    "lighting",
+    "match",
+    "no",
+    "new",
+    "objects",
+)
 
 
 def _tokenizer(specials: dict[str, int], max_length: int):
@@ -33,39 +65,85 @@ def _tokenizer(specials: dict[str, int], max_length: int):
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token=unk))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     names = {"bos_token": "bos", "eos_token": "eos", "pad_token": "pad", "unk_token": "unk"}
-    kwargs = {k: next(t for t in specials if v in t) for k, v in names.items() if any(v in t for t in specials)}
+    kwargs = {
+        k: next(t for t in specials if v in t) for k, v in names.items() if any(v in t for t in specials)
+    }
     return PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=max_length, **kwargs)
 
 
 def _tiny_kontext():
-    from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler, FluxKontextPipeline, FluxTransformer2DModel
+    from diffusers import (
+        AutoencoderKL,
+        FlowMatchEulerDiscreteScheduler,
+        FluxKontextPipeline,
+        FluxTransformer2DModel,
+    )
     from transformers import CLIPTextConfig, CLIPTextModel, T5Config, T5EncoderModel
 
     torch.manual_seed(0)
     transformer = FluxTransformer2DModel(
-        patch_size=1, in_channels=4, num_layers=1, num_single_layers=1, attention_head_dim=16,
-        num_attention_heads=2, joint_attention_dim=32, pooled_projection_dim=32, axes_dims_rope=[4, 4, 8],
+        patch_size=1,
+        in_channels=4,
+        num_layers=1,
+        num_single_layers=1,
+        attention_head_dim=16,
+        num_attention_heads=2,
+        joint_attention_dim=32,
+        pooled_projection_dim=32,
+        axes_dims_rope=[4, 4, 8],
     )
-    text_encoder = CLIPTextModel(CLIPTextConfig(
-        bos_token_id=0, eos_token_id=2, pad_token_id=1, hidden_size=32, intermediate_size=37,
-        layer_norm_eps=1e-5, num_attention_heads=4, num_hidden_layers=2, vocab_size=100, hidden_act="gelu",
-        projection_dim=32, max_position_embeddings=77,
-    ))
-    text_encoder_2 = T5EncoderModel(T5Config(
-        vocab_size=100, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_heads=4, pad_token_id=0,
-        eos_token_id=1, decoder_start_token_id=0,
-    ))
+    text_encoder = CLIPTextModel(
+        CLIPTextConfig(
+            bos_token_id=0,
+            eos_token_id=2,
+            pad_token_id=1,
+            hidden_size=32,
+            intermediate_size=37,
+            layer_norm_eps=1e-5,
+            num_attention_heads=4,
+            num_hidden_layers=2,
+            vocab_size=100,
+            hidden_act="gelu",
+            projection_dim=32,
+            max_position_embeddings=77,
+        )
+    )
+    text_encoder_2 = T5EncoderModel(
+        T5Config(
+            vocab_size=100,
+            d_model=32,
+            d_kv=8,
+            d_ff=37,
+            num_layers=2,
+            num_heads=4,
+            pad_token_id=0,
+            eos_token_id=1,
+            decoder_start_token_id=0,
+        )
+    )
     vae = AutoencoderKL(
-        sample_size=32, in_channels=3, out_channels=3, block_out_channels=(4,), layers_per_block=1,
-        latent_channels=1, norm_num_groups=1, use_quant_conv=False, use_post_quant_conv=False,
-        shift_factor=0.0609, scaling_factor=1.5035,
+        sample_size=32,
+        in_channels=3,
+        out_channels=3,
+        block_out_channels=(4,),
+        layers_per_block=1,
+        latent_channels=1,
+        norm_num_groups=1,
+        use_quant_conv=False,
+        use_post_quant_conv=False,
+        shift_factor=0.0609,
+        scaling_factor=1.5035,
     )
     return FluxKontextPipeline(
-        scheduler=FlowMatchEulerDiscreteScheduler(), vae=vae, text_encoder=text_encoder,
+        scheduler=FlowMatchEulerDiscreteScheduler(),
+        vae=vae,
+        text_encoder=text_encoder,
         tokenizer=_tokenizer({"<|startoftext|>": 0, "<|pad|>": 1, "<|endoftext|>": 2, "<unk>": 3}, 77),
         text_encoder_2=text_encoder_2,
         tokenizer_2=_tokenizer({"<pad>": 0, "</s>": 1, "<unk>": 2}, 512),
-        transformer=transformer, image_encoder=None, feature_extractor=None,
+        transformer=transformer,
+        image_encoder=None,
+        feature_extractor=None,
     )
 
 
@@ -85,8 +163,12 @@ def offline(monkeypatch):
 
 
 OPTIONS = {
-    "pipeline": "flux-kontext", "dtype": "float32", "device": "cpu", "local_files_only": True,
-    "num_inference_steps": 2, "call_kwargs": {"_auto_resize": False, "max_sequence_length": 16},
+    "pipeline": "flux-kontext",
+    "dtype": "float32",
+    "device": "cpu",
+    "local_files_only": True,
+    "num_inference_steps": 2,
+    "call_kwargs": {"_auto_resize": False, "max_sequence_length": 16, "max_area": 32 * 24},
 }
 INSTRUCTION = "Keep: everything else\nChange: recolour the ball from white to orange\nHow: match the lighting"
 
@@ -119,13 +201,16 @@ def test_an_output_snapped_to_the_pipeline_grid_is_resized_back(saved_pipeline, 
     assert editor.usage()["resized"] == 1
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    ({"pipeline": "dalle"}, "pipeline must be one of"),
-    ({"dtype": "int8"}, "dtype must be one of"),
-    ({"call_kwargs": {"prompt": "x"}}, "without"),
-    ({"call_kwargs": {"strength": 0.5}}, "does not take strength"),
-    ({"cpu_offload": "disk"}, "cpu_offload must be"),
-])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"pipeline": "dalle"}, "pipeline must be one of"),
+        ({"dtype": "int8"}, "dtype must be one of"),
+        ({"call_kwargs": {"prompt": "x"}}, "without"),
+        ({"call_kwargs": {"strength": 0.5}}, "does not take strength"),
+        ({"cpu_offload": "disk"}, "cpu_offload must be"),
+    ],
+)
 def test_bad_diffusers_options(saved_pipeline, offline, options, message) -> None:
     with pytest.raises(OptionsError, match=message):
         FACTORIES["editor"]["diffusers"]({**OPTIONS, "model": str(saved_pipeline), **options})

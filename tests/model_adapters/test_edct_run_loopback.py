@@ -39,24 +39,41 @@ def _config(out: Path, roles: dict | None = None, cache_from: Path | None = None
 
 def _chat(urls: list[str], model: str) -> dict:
     return {
-        "backend": "openai-chat", "model": model, "base_urls": urls, "api_key_env": "EDCT_LOOPBACK_KEY",
-        "timeout_s": 0.3, "backoff_base_s": 0.001, "backoff_max_s": 0.01, "max_retries": 6,
-        "concurrency": 8, "prices": {"input_per_million": 1.0, "output_per_million": 2.0},
+        "backend": "openai-chat",
+        "model": model,
+        "base_urls": urls,
+        "api_key_env": "EDCT_LOOPBACK_KEY",
+        "timeout_s": 0.5,  # a stalled reply (1.2 s) times out; a normal one never does
+        "backoff_base_s": 0.001,
+        "backoff_max_s": 0.01,
+        "max_retries": 6,
+        "concurrency": 8,
+        "dead_after": 6,  # random faults are not a dead server: keep both in rotation
+        "cooldown_s": 0.2,
+        "prices": {"input_per_million": 1.0, "output_per_million": 2.0},
     }
 
 
 def _essentials(record) -> dict:
     steps = [
-        {"verified": s.verified, "image": s.image, "attempts": [(a.image, a.failure) for a in s.attempts],
-         "requery": s.requery.model_dump() if s.requery else None,
-         "binary": (s.binary.ac, s.binary.ef) if s.binary else None,
-         "graded": s.graded.score if s.graded else None}
+        {
+            "verified": s.verified,
+            "image": s.image,
+            "attempts": [(a.image, a.failure) for a in s.attempts],
+            "requery": s.requery.model_dump() if s.requery else None,
+            "binary": (s.binary.ac, s.binary.ef) if s.binary else None,
+            "graded": s.graded.score if s.graded else None,
+        }
         for s in record.steps
     ]
-    return {"status": record.status, "reason": record.reason,
-            "baseline": record.baseline.model_dump() if record.baseline else None,
-            "concepts": record.concepts.concepts if record.concepts else None,
-            "scores": record.scores.model_dump() if record.scores else None, "steps": steps}
+    return {
+        "status": record.status,
+        "reason": record.reason,
+        "baseline": record.baseline.model_dump() if record.baseline else None,
+        "concepts": record.concepts.concepts if record.concepts else None,
+        "scores": record.scores.model_dump() if record.scores else None,
+        "steps": steps,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -67,12 +84,18 @@ def reference(tmp_path_factory):
 def test_loopback_run_with_faults_matches_the_in_process_run(reference, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("EDCT_LOOPBACK_KEY", KEY)
     world = CalibrationWorld(BEHAVIOR)
-    faults = FaultPlan(rate=0.2, max_consecutive=2, stall_s=0.6)
-    with Loopback(world, faults=faults, api_key=KEY, reasoning=True) as a, \
-            Loopback(world, faults=faults, api_key=KEY, reasoning=True) as b:
+    faults = FaultPlan(rate=0.2, max_consecutive=2, stall_s=1.2)
+    with (
+        Loopback(world, faults=faults, api_key=KEY, reasoning=True) as a,
+        Loopback(world, faults=faults, api_key=KEY, reasoning=True) as b,
+    ):
         urls = [a.url + "/v1", b.url + "/v1"]
-        roles = {"target": _chat(urls, "loopback-vlm"), "extractor": _chat(urls, "loopback-llm"),
-                 "judge": _chat(urls, "loopback-llm"), "edit_parser": _chat(urls, "loopback-llm")}
+        roles = {
+            "target": _chat(urls, "loopback-vlm"),
+            "extractor": _chat(urls, "loopback-llm"),
+            "judge": _chat(urls, "loopback-llm"),
+            "edit_parser": _chat(urls, "loopback-llm"),
+        }
         outcome = run(_config(tmp_path / "loopback", roles, reference.output_dir / "cache"))
         served = (a.requests["/v1/chat/completions"], b.requests["/v1/chat/completions"])
 
@@ -80,7 +103,7 @@ def test_loopback_run_with_faults_matches_the_in_process_run(reference, tmp_path
     assert [_essentials(r) for r in outcome.records] == [_essentials(r) for r in reference.records]
     assert sum(faults.injected.values()) > 0.1 * sum(served)  # the faults really happened
     assert set(faults.injected) == {"rate_limited", "server_error", "timeout", "malformed", "dropped"}
-    assert min(served) > 0.3 * sum(served)  # both servers did their share
+    assert min(served) > 0.25 * sum(served)  # both servers did their share
     assert not outcome.results["calls"]["failures"]
 
     # the key is in no file the run wrote (results, samples, images, cache, logs)
@@ -94,23 +117,40 @@ N_EDIT = 30
 
 
 def _editor_role(kind: str, url: str) -> dict:
-    common = {"api_key_env": "EDCT_LOOPBACK_KEY", "backoff_base_s": 0.001, "backoff_max_s": 0.01,
-              "timeout_s": 0.3, "concurrency": 8}
+    common = {
+        "api_key_env": "EDCT_LOOPBACK_KEY",
+        "backoff_base_s": 0.001,
+        "backoff_max_s": 0.01,
+        "timeout_s": 0.5,  # a stalled reply (1.2 s) times out; a normal one never does
+        "concurrency": 8,
+    }
     if kind == "bfl":
-        return {"backend": "bfl", "model": "flux-2-max", "base_url": url, "poll_interval_s": 0.001,
-                "poll_max_interval_s": 0.002, **common}
+        return {
+            "backend": "bfl",
+            "model": "flux-2-max",
+            "base_url": url,
+            "poll_interval_s": 0.001,
+            "poll_max_interval_s": 0.002,
+            **common,
+        }
     if kind == "openai-images":
         return {"backend": "openai-images", "model": "gpt-image-1", "base_url": url + "/v1", **common}
-    return {"backend": "openrouter-image", "model": "google/gemini-3-pro-image-preview", "base_url": url + "/v1",
-            **common}
+    return {
+        "backend": "openrouter-image",
+        "model": "google/gemini-3-pro-image-preview",
+        "base_url": url + "/v1",
+        **common,
+    }
 
 
 @pytest.mark.parametrize("kind", ["bfl", "openai-images", "openrouter-image"])
 def test_http_editors_with_faults_give_the_reference_records(kind, reference, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("EDCT_LOOPBACK_KEY", KEY)
-    faults = FaultPlan(rate=0.2, max_consecutive=2, stall_s=0.6)
+    faults = FaultPlan(rate=0.2, max_consecutive=2, stall_s=1.2)
     with Loopback(CalibrationWorld(BEHAVIOR), faults=faults, api_key=KEY) as server:
-        config = _config(tmp_path / kind, {"editor": _editor_role(kind, server.url)}, reference.output_dir / "cache")
+        config = _config(
+            tmp_path / kind, {"editor": _editor_role(kind, server.url)}, reference.output_dir / "cache"
+        )
         config.data.limit = N_EDIT
         outcome = run(config)
     assert [_essentials(r) for r in outcome.records] == [_essentials(r) for r in reference.records[:N_EDIT]]

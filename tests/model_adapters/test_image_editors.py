@@ -39,8 +39,11 @@ def case():
     sample = generate_samples(n=3, seed=0)[0]
     scene = scene_of(sample.image)
     ball = next(o for o in scene.objects if o.category == "ball")
-    instruction = (f"Keep: everything else.\nChange: recolour the ball from {ball.colour} to "
-                   f"{'white' if ball.colour != 'white' else 'orange'}\nHow: match the lighting.\nConstraints: no new objects.")
+    instruction = (
+        f"Keep: everything else.\nChange: recolour the ball from {ball.colour} to "
+        f"{'white' if ball.colour != 'white' else 'orange'}\nHow: match the lighting.\n"
+        "Constraints: no new objects."
+    )
     return sample.image, instruction
 
 
@@ -51,9 +54,14 @@ def _editor(kind: str, url: str, monkeypatch, sleeps: Sleeps | None = None, **ex
     if kind == "bfl":
         return bfl_editor.from_options({"model": "flux-2-max", "base_url": url, **common}, sleep=sleep)
     if kind == "openai-images":
-        return openai_images.from_options({"model": "gpt-image-1", "base_url": url + "/v1", **common}, sleep=sleep)
-    return openrouter_images.from_options({"model": "google/gemini-3-pro-image-preview", "base_url": url + "/v1",
-                                           **common}, sleep=sleep, rng=random.Random(0))
+        return openai_images.from_options(
+            {"model": "gpt-image-1", "base_url": url + "/v1", **common}, sleep=sleep
+        )
+    return openrouter_images.from_options(
+        {"model": "google/gemini-3-pro-image-preview", "base_url": url + "/v1", **common},
+        sleep=sleep,
+        rng=random.Random(0),
+    )
 
 
 def _same(a, b) -> bool:
@@ -77,8 +85,13 @@ def test_edit_over_the_wire_equals_the_in_process_editor(kind, world, case, monk
 @pytest.mark.parametrize("kind", KINDS)
 def test_transient_faults_are_retried(kind, world, case, monkeypatch) -> None:
     image, instruction = case
-    faults = FaultPlan(rate=1.0, kinds=("rate_limited", "server_error"), max_consecutive=2, retry_after="3",
-                       retry_after_ms=None)
+    faults = FaultPlan(
+        rate=1.0,
+        kinds=("rate_limited", "server_error"),
+        max_consecutive=2,
+        retry_after="3",
+        retry_after_ms=None,
+    )
     sleeps = Sleeps()
     with Loopback(world, api_key=KEY, faults=faults) as server:
         editor = _editor(kind, server.url, monkeypatch, sleeps)
@@ -97,8 +110,11 @@ def test_moderation_is_a_refusal_with_its_reason(kind, world, case, monkeypatch)
         with pytest.raises(EditRefused) as info:
             editor.edit(image, instruction, seed=5)
     reason = str(info.value)
-    assert {"bfl": "Request Moderated", "openai-images": "safety system",
-            "openrouter-image": "content policy"}[kind] in reason
+    assert {
+        "bfl": "Request Moderated",
+        "openai-images": "safety system",
+        "openrouter-image": "content policy",
+    }[kind] in reason
     assert KEY not in reason and editor.usage()["refused"] == 1
 
 
@@ -143,18 +159,24 @@ def test_bfl_sends_the_size_for_flux2_models(world, case, monkeypatch) -> None:
     seen = {}
 
     class Caller(bfl_editor.HttpCaller):
-        def request(self, method, url, what, **kw):
+        def request_json(self, method, url, what, **kw):
             if method == "POST":
                 seen.update(kw["json"])
-            return super().request(method, url, what, **kw)
+            return super().request_json(method, url, what, **kw)
 
     with Loopback(world, api_key=KEY) as server:
         editor = _editor("bfl", server.url, monkeypatch, extra={"safety_tolerance": 2})
         editor.caller.__class__ = Caller
         editor.edit(image, instruction, seed=9)
-    assert (seen["width"], seen["height"]) == (384, 288) and seen["seed"] == 9 and seen["safety_tolerance"] == 2
-    assert editor.identity() == {"backend": "bfl", "model": "flux-2-max", "send_size": True,
-                                 "extra": {"safety_tolerance": 2}}
+    assert (
+        (seen["width"], seen["height"]) == (384, 288) and seen["seed"] == 9 and seen["safety_tolerance"] == 2
+    )
+    assert editor.identity() == {
+        "backend": "bfl",
+        "model": "flux-2-max",
+        "send_size": True,
+        "extra": {"safety_tolerance": 2},
+    }
 
 
 def test_openrouter_request_asks_for_image_output(world, case, monkeypatch) -> None:
