@@ -145,7 +145,9 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         extra = [a for a in args.vllm_args if a != "--"]
         try:
-            return serve(args.role, args.model, host=args.host, port=args.port, wait_s=args.wait, extra_args=extra)
+            return serve(
+                args.role, args.model, host=args.host, port=args.port, wait_s=args.wait, extra_args=extra
+            )
         except ServeError as exc:
             print(f"edct: {exc}", file=sys.stderr)
             return 1
