@@ -157,20 +157,10 @@ def rounds_needed(protocol: ProtocolConfig) -> int:
 
 
 def _doc_features() -> Any:
-    import datasets
+    """Calibration documents use the EDCT-Bench dataset format (one schema for every task)."""
+    from edct_task.bench_data.format import features
 
-    return datasets.Features(
-        {
-            "id": datasets.Value("string"),
-            "domain": datasets.Value("string"),
-            "question": datasets.Value("string"),
-            "system_prompt": datasets.Value("string"),
-            "source": datasets.Value("string"),
-            "source_id": datasets.Value("string"),
-            "metadata": datasets.Value("string"),
-            "image": datasets.Image(),
-        }
-    )
+    return features()
 
 
 def calibration_docs(dataset: Any) -> Any:

@@ -63,3 +63,14 @@ def test_stability_gives_mean_and_sample_sd(tmp_path: Path, capsys: pytest.Captu
     assert table["ccs_binary"]["sd"] == pytest.approx(np.std(values, ddof=1))
     assert table["ccs_binary"]["runs"] == 3
     assert main(["stability", str(tmp_path / "r0")]) == 2
+
+
+def test_serve_without_vllm_says_how_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no vllm executable anywhere
+    assert main(["serve", "target", "Qwen/Qwen3-VL-8B-Instruct", "--port", "8011"]) == 1
+    assert "pip install vllm" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["serve", "editor", "some-model"])
+    assert exc.value.code == 2

@@ -103,5 +103,10 @@ def test_changing_only_the_judge_reruns_only_judge_calls(
     second = run(config_from_dict(base))
     calls = second.results["calls"]["calls"]
     assert set(calls) == {"judge"}
-    assert calls["judge"] == first.results["calls"]["calls"]["judge"]
+    # identical judge prompts may be answered from the cache within a run; requests match
+    requests = [
+        r.results["calls"]["calls"]["judge"] + r.results["calls"]["cache_hits"].get("judge", 0)
+        for r in (first, second)
+    ]
+    assert requests[0] == requests[1] > 0
     assert second.results["results"]["overall"] == first.results["results"]["overall"]
