@@ -15,9 +15,11 @@ import argparse
 import json
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from edct_task.config import calibration_config, config_from_dict
+from edct_task.driver import Limits
 from edct_task.runner import run
 
 
@@ -49,13 +51,7 @@ def main() -> None:
         "editor_concurrency": args.editor_concurrency,
         "verify_concurrency": 2,
     }
-    sequential_limits = {
-        "target_batch_size": 1,
-        "text_concurrency": 1,
-        "editor_concurrency": 1,
-        "verify_concurrency": 1,
-        "window": 1,
-    }
+    sequential_limits = asdict(Limits.sequential())
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         t0 = time.perf_counter()

@@ -17,12 +17,13 @@ larger than ``GateParams.max_pixels`` are refused as ``bad_image``.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Literal
 
 import cv2
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageFile
 from pydantic import BaseModel, ConfigDict, Field
 
 from verification.alignment import AlignmentReport
@@ -124,6 +125,7 @@ def image_to_rgb_array(image: Image.Image, *, name: str, params: GateParams) -> 
         raise _BadImage(f"{name} is {w}×{h} = {w * h} px, over the limit of {params.max_pixels} px")
     mode = image.mode
     try:
+        _load_strictly(image)
         if mode == "RGB":
             arr, note = np.asarray(image), ""
         elif mode.startswith("I") or mode == "F":
@@ -145,6 +147,28 @@ def image_to_rgb_array(image: Image.Image, *, name: str, params: GateParams) -> 
     if arr.ndim != 3 or arr.shape[2] != 3 or arr.shape[:2] != (h, w):
         raise _BadImage(f"{name} decoded to shape {arr.shape}, expected {h}×{w}×3")
     return arr, note
+
+
+_STRICT_LOAD = threading.Lock()
+
+
+def _load_strictly(image: Image.Image) -> None:
+    """Decode a lazily opened image, refusing truncated data.
+
+    Some libraries (lmms-eval among them) set ``PIL.ImageFile.LOAD_TRUNCATED_IMAGES`` at import,
+    which makes PIL pad a truncated file with black instead of failing; the gate would then judge
+    an edit against half an image. Images not yet decoded (``image.tile``) are decoded here with
+    the flag off, restored afterwards.
+    """
+    if not getattr(image, "tile", None):
+        return
+    with _STRICT_LOAD:
+        previous = ImageFile.LOAD_TRUNCATED_IMAGES
+        ImageFile.LOAD_TRUNCATED_IMAGES = False
+        try:
+            image.load()
+        finally:
+            ImageFile.LOAD_TRUNCATED_IMAGES = previous
 
 
 def _write_artefacts(outcome: GateOutcome, original: np.ndarray, directory: Path) -> dict[str, str]:

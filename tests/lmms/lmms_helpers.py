@@ -10,7 +10,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
-BUILD_TINY = REPO.parent / "shared" / "notes" / "build_tiny_qwen3_vl.py"
+BUILD_TINY = REPO / "tests" / "fixtures" / "build_tiny_qwen3_vl.py"
 
 
 def offline_env(work_dir: Path, **extra: str) -> dict[str, str]:

@@ -182,6 +182,23 @@ def _corrupt_png(photo: np.ndarray) -> Image.Image:
     return Image.open(io.BytesIO(buf.getvalue()[:2000]))  # lazily opened, truncated
 
 
+@pytest.mark.parametrize("lenient_pil", [False, True])
+def test_truncated_images_are_refused_even_when_pil_is_told_to_pad_them(photos, lenient_pil, monkeypatch):
+    from PIL import ImageFile
+
+    monkeypatch.setattr(ImageFile, "LOAD_TRUNCATED_IMAGES", lenient_pil)  # lmms-eval sets it True
+    good = _pil(photos["rocket"].image)
+    chk = check_edit(
+        good,
+        _corrupt_png(photos["rocket"].image),
+        edit_type="MODIFY",
+        target="x",
+        locator=BoxMaskProvider((0, 0, 10, 10)),
+    )
+    assert chk.verdict == "bad_image" and "could not be decoded" in chk.detail
+    assert ImageFile.LOAD_TRUNCATED_IMAGES is lenient_pil  # the caller's setting is restored
+
+
 @pytest.mark.parametrize("case", ["zero", "tiny", "huge", "not_pil", "corrupt"])
 def test_bad_images_are_a_verdict(photos, case):
     good = _pil(photos["rocket"].image)
