@@ -43,7 +43,7 @@ from model_adapters.errors import (
 )
 from model_adapters.errors import Timeout as BackendTimeout
 from model_adapters.images import decode_image, png_bytes
-from model_adapters.remote_editor import EDITOR_HTTP_OPTIONS, EditorUsage, HttpCaller, finish, retry_policy
+from model_adapters.remote_editor import EDITOR_HTTP_OPTIONS, EditorUsage, HttpCaller, finish
 from model_adapters.transport import MalformedReply, check_base_url, check_options, secret_from_env
 
 OPTIONS = EDITOR_HTTP_OPTIONS | {
@@ -219,13 +219,7 @@ def from_options(
     extra = options.get("extra") or {}
     if not isinstance(extra, Mapping) or {"prompt", "input_image", "seed"} & set(extra):
         raise OptionsError("bfl: extra must be a mapping and may not set prompt, input_image or seed")
-    caller = HttpCaller(
-        concurrency=int(options.get("concurrency", 4)),
-        timeout_s=float(options.get("timeout_s", 120)),
-        retry=retry_policy(options, sleep),
-        secrets=(key,),
-        key_env=options.get("api_key_env"),
-    )
+    caller = HttpCaller.from_options(options, key, timeout_s=120, sleep=sleep)
     return BFLEditor(
         model,
         key,

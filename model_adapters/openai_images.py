@@ -32,7 +32,7 @@ from PIL import Image
 
 from model_adapters.errors import BackendError, EditRefused, OptionsError, PermanentBackendError
 from model_adapters.images import decode_image, png_bytes
-from model_adapters.remote_editor import EDITOR_HTTP_OPTIONS, EditorUsage, HttpCaller, finish, retry_policy
+from model_adapters.remote_editor import EDITOR_HTTP_OPTIONS, EditorUsage, HttpCaller, finish
 from model_adapters.transport import MalformedReply, check_base_url, check_options, secret_from_env
 
 OPTIONS = EDITOR_HTTP_OPTIONS | {"model", "size", "quality", "input_fidelity", "extra"}
@@ -129,13 +129,7 @@ def from_options(
         raise OptionsError("openai-images: extra must be a mapping and may not set model, prompt, image or n")
     form = {k: str(options[k]) for k in ("size", "quality", "input_fidelity") if options.get(k) is not None}
     form.update({str(k): str(v) for k, v in extra.items()})
-    caller = HttpCaller(
-        concurrency=int(options.get("concurrency", 4)),
-        timeout_s=float(options.get("timeout_s", 300)),
-        retry=retry_policy(options, sleep),
-        secrets=(key,),
-        key_env=options.get("api_key_env"),
-    )
+    caller = HttpCaller.from_options(options, key, timeout_s=300, sleep=sleep)
     return OpenAIImageEditor(
         model,
         key,

@@ -60,6 +60,24 @@ class HttpCaller:
         )
         self.on_retry: Callable[[BackendError, float], None] | None = None
 
+
+    @classmethod
+    def from_options(
+        cls,
+        options: Mapping[str, Any],
+        key: str | None,
+        *,
+        timeout_s: float,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> HttpCaller:
+        """The caller a remote editor's options describe (concurrency 4 and ``timeout_s`` unless set)."""
+        return cls(
+            concurrency=int(options.get("concurrency", 4)),
+            timeout_s=float(options.get("timeout_s", timeout_s)),
+            retry=retry_policy(options, sleep),
+            secrets=(key,),
+            key_env=options.get("api_key_env"),
+        )
     def request(self, method: str, url: str, what: str, **kwargs: Any) -> httpx.Response:
         """A 2xx response, after retries; raises ``BackendError``."""
 

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from model_adapters.errors import OptionsError
+from verification.moondream_detector import MOONDREAM_OPTIONS
 
 Factory = Callable[[Mapping[str, Any]], Any]
 
@@ -50,20 +51,7 @@ DETECTOR_OPTIONS: dict[str, frozenset[str]] = {
     ),
     "owlv2": _ZERO_SHOT,
     "grounding-dino": _ZERO_SHOT | {"text_threshold"},
-    "moondream": frozenset(
-        {
-            "base_url",
-            "api_key_env",
-            "timeout_s",
-            "max_retries",
-            "backoff_base_s",
-            "backoff_max_s",
-            "concurrency",
-            "max_boxes",
-            "max_side",
-            "jpeg_quality",
-        }
-    ),
+    "moondream": MOONDREAM_OPTIONS,
 }
 DEFAULT_SEGMENTER = {"opencv-cascade": "grabcut", "owlv2": "box", "grounding-dino": "box", "moondream": "box"}
 
