@@ -135,6 +135,7 @@ class Loopback(ThreadingHTTPServer):
         reasoning: bool = False,
         report_cost: bool = False,
         moderate: float = 0.0,
+        moderate_first_attempts_only: bool = False,
         down: bool = False,
         latency_s: float = 0.0,
     ) -> None:
@@ -147,6 +148,9 @@ class Loopback(ThreadingHTTPServer):
         self.reasoning = reasoning
         self.report_cost = report_cost
         self.moderate = moderate
+        self.moderate_first_attempts_only = moderate_first_attempts_only
+        """Moderate only first attempts (the protocol's attempt a of edit j uses seed 1000·j + a), so
+        every moderated edit succeeds on its retry."""
         self.down = down
         self.requests: Counter = Counter()
         self.bodies: list[dict[str, Any]] = []
@@ -167,8 +171,10 @@ class Loopback(ThreadingHTTPServer):
         self.shutdown()
         self.server_close()
 
-    def moderated(self, key: bytes) -> bool:
+    def moderated(self, key: bytes, seed: int | None = None) -> bool:
         if self.moderate <= 0:
+            return False
+        if self.moderate_first_attempts_only and (seed is None or seed % 1000 != 0):
             return False
         u = int(hashlib.sha256(b"mod:" + key).hexdigest()[:8], 16) / 16**8
         return u < self.moderate
@@ -400,7 +406,7 @@ class _Handler(BaseHTTPRequestHandler):
             else image_from_uri(body["input_image"])
         )
         record: dict[str, Any] = {"polls": 0, "model": model}
-        if self.server.moderated(raw):
+        if self.server.moderated(raw, int(body.get("seed") or 0)):
             record["status"] = "Request Moderated"
         else:
             try:

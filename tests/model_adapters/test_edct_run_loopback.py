@@ -169,3 +169,38 @@ def test_moderated_edits_are_recorded_failures_with_their_reason(reference, tmp_
     refused = [f for f in failures if "edit_refused: BFL flux-2-max: Request Moderated" in f]
     assert refused, failures
     assert outcome.results["calls"]["failures"].get("edit", 0) >= len(refused)
+
+
+def test_moderated_first_attempts_and_faults_end_with_the_reference_scores(
+    reference, tmp_path, monkeypatch
+) -> None:
+    """BFL with ~20% random faults plus ~30% of first attempts moderated: every moderated edit is
+    recorded as a refusal and retried with a new seed, and the run ends with the reference scores."""
+    monkeypatch.setenv("EDCT_LOOPBACK_KEY", KEY)
+    faults = FaultPlan(rate=0.2, max_consecutive=2, stall_s=1.2)
+    world = CalibrationWorld(BEHAVIOR)
+    with Loopback(
+        world, faults=faults, api_key=KEY, moderate=0.3, moderate_first_attempts_only=True
+    ) as server:
+        config = _config(
+            tmp_path / "moderated-retry",
+            {"editor": _editor_role("bfl", server.url)},
+            reference.output_dir / "cache",
+        )
+        config.data.limit = N_EDIT
+        outcome = run(config)
+    refused = [
+        a
+        for r in outcome.records
+        for s in r.steps
+        for a in s.attempts
+        if a.failure and "Request Moderated" in a.failure
+    ]
+    assert refused and all(a.attempt == 0 for a in refused)
+    expected = reference.records[:N_EDIT]
+    assert [r.status for r in outcome.records] == [r.status for r in expected]
+    assert [r.scores for r in outcome.records] == [r.scores for r in expected]
+    needle = KEY.encode()
+    assert not [
+        p for p in (tmp_path / "moderated-retry").rglob("*") if p.is_file() and needle in p.read_bytes()
+    ]
