@@ -2,6 +2,9 @@
 
 ``edct demo``                 the calibration benchmark with reference backends, offline
 ``edct run --config FILE``    roles → backends from a YAML file (``--set key=value`` overrides)
+``edct run --model M --tasks T``   the batched fast path over an lmms-eval model and task
+``edct stability RUN…``       mean ± SD of every metric over repeated runs
+``edct serve ROLE MODEL``     a local vLLM server for a role, and the config lines that use it
 ``edct backends``             the registered backends per role kind
 ``edct verify A B --instruction …``   localised edit verification of one image pair (Algorithm 1)
 ``edct build-bench --okvqa-questions … --out DIR``   the EDCT-Bench dataset from local source copies

@@ -22,7 +22,6 @@ from verification.localization import MaskProvider
 Options = Mapping[str, Any]
 
 REQUIRED_ROLES = ("target", "extractor", "judge", "editor", "detector")
-OPTIONAL_ROLES = ("edit_parser",)
 ROLE_KINDS = {
     "target": "target",
     "extractor": "text",
