@@ -226,34 +226,50 @@ class Dispatcher:
 
     # -- resolution -----------------------------------------------------------------------------
     def resolve(self, requests: Sequence[Request]) -> list[object]:
-        """Replies for ``requests``, in order."""
+        """Replies for ``requests``, in order.
+
+        Identical requests in one round (same cache key, e.g. the same judge prompt for two
+        samples) are sent once; the twins are counted as cache hits.
+        """
         replies: list[object] = [None] * len(requests)
-        futures: list[tuple[list[int], list[str], Future]] = []
-        target_misses: list[tuple[int, str]] = []
+        futures: list[tuple[list[int], Future]] = []
+        target_misses: list[int] = []
+        waiting: dict[str, list[int]] = {}  # key -> indices answered by the one call in flight
+        keys: list[str] = []
         for i, request in enumerate(requests):
             stage = request.stage
             self.progress.issue(stage)
             key = self.key(request)
+            keys.append(key)
+            if key in waiting:
+                waiting[key].append(i)
+                self.stats.add(self.stats.cache_hits, stage)
+                self.progress.done(stage)
+                continue
             cached = self.cache.get(key) if self.cache is not None else None
             if cached is not None:
                 replies[i] = self._decode(request, cached)
                 self.stats.add(self.stats.cache_hits, stage)
                 self.progress.done(stage)
-            elif isinstance(request, AskTarget):
-                target_misses.append((i, key))
+                continue
+            waiting[key] = [i]
+            if isinstance(request, AskTarget):
+                target_misses.append(i)
             else:
                 pool = {AskLLM: "text", EditImage: "edit", VerifyEdit: "verify"}[type(request)]
-                futures.append(([i], [key], self._pools[pool].submit(self._call_one, request, key)))
+                futures.append(([i], self._pools[pool].submit(self._call_one, request, key)))
         size = max(1, self.limits.target_batch_size)
         for start in range(0, len(target_misses), size):
-            chunk = target_misses[start : start + size]
-            idx, keys = [i for i, _ in chunk], [k for _, k in chunk]
+            idx = target_misses[start : start + size]
             batch = [requests[i] for i in idx]
-            futures.append((idx, keys, self._pools["target"].submit(self._call_target, batch, keys)))
-        for idx, _keys, future in futures:
+            futures.append(
+                (idx, self._pools["target"].submit(self._call_target, batch, [keys[i] for i in idx]))
+            )
+        for idx, future in futures:
             result = future.result()
             for i, reply in zip(idx, result if isinstance(result, list) else [result], strict=True):
-                replies[i] = reply
+                for j in waiting[keys[i]]:
+                    replies[j] = reply
         return replies
 
     def _decode(self, request: Request, value: dict[str, Any]) -> object:
