@@ -35,7 +35,6 @@ from typing import Any
 from PIL import Image
 
 from model_adapters.errors import (
-    BackendError,
     EditRefused,
     OptionsError,
     PermanentBackendError,
@@ -121,7 +120,7 @@ class BFLEditor:
         if self.send_size:
             body.setdefault("width", _multiple_of_16(image.width))
             body.setdefault("height", _multiple_of_16(image.height))
-        try:
+        with self.stats.counting_failures():
             for job in range(self.job_attempts):
                 try:
                     return finish(self._job(body), image, self.stats)
@@ -129,12 +128,6 @@ class BFLEditor:
                     if job + 1 >= self.job_attempts:
                         raise
                     self.stats.add("retries")
-        except EditRefused:
-            self.stats.add("refused")
-            raise
-        except BackendError:
-            self.stats.add("failures")
-            raise
         raise AssertionError("unreachable")
 
     def _job(self, body: dict[str, Any]) -> Image.Image:

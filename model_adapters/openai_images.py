@@ -30,7 +30,7 @@ from typing import Any
 
 from PIL import Image
 
-from model_adapters.errors import BackendError, EditRefused, OptionsError, PermanentBackendError
+from model_adapters.errors import EditRefused, OptionsError, PermanentBackendError
 from model_adapters.images import decode_image, png_bytes
 from model_adapters.remote_editor import EDITOR_HTTP_OPTIONS, EditorUsage, HttpCaller, finish
 from model_adapters.transport import MalformedReply, check_base_url, check_options, secret_from_env
@@ -70,7 +70,7 @@ class OpenAIImageEditor:
     def edit(self, image: Image.Image, instruction: str, *, seed: int) -> Image.Image:
         data = {"model": self.model, "prompt": instruction, "n": "1", **self.form}
         files = {"image": ("image.png", png_bytes(image), "image/png")}
-        try:
+        with self.stats.counting_failures():
             try:
                 body = self.caller.request_json(
                     "POST",
@@ -85,12 +85,6 @@ class OpenAIImageEditor:
                     raise EditRefused(f"{self.name}: {str(exc).split(': ', 1)[-1]}") from None
                 raise
             edited = self._image(body)
-        except EditRefused:
-            self.stats.add("refused")
-            raise
-        except BackendError:
-            self.stats.add("failures")
-            raise
         return finish(edited, image, self.stats)
 
     def _image(self, body: object) -> Image.Image:

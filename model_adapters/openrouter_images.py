@@ -22,7 +22,7 @@ from typing import Any
 from PIL import Image
 
 from model_adapters.contracts import GenerationParams
-from model_adapters.errors import BackendError, EditRefused, OptionsError
+from model_adapters.errors import EditRefused, OptionsError
 from model_adapters.images import data_uri, decode_data_uri
 from model_adapters.openai_chat import OPTIONS as CHAT_OPTIONS
 from model_adapters.openai_chat import ChatClient, client_from_options
@@ -76,15 +76,8 @@ class OpenRouterImageEditor:
         body["modalities"] = ["image", "text"]
         if self.image_config:
             body["image_config"] = dict(self.image_config)
-        try:
-            data = self.client.send(body, images=1)
-            edited = self._image(data)
-        except EditRefused:
-            self.stats.add("refused")
-            raise
-        except BackendError:
-            self.stats.add("failures")
-            raise
+        with self.stats.counting_failures():
+            edited = self._image(self.client.send(body, images=1))
         return finish(edited, image, self.stats)
 
     def _image(self, data: Mapping[str, Any]) -> Image.Image:

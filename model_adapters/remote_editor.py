@@ -7,16 +7,17 @@ timeouts and dropped connections are retried) and maps failures into ``model_ada
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import httpx
 from PIL import Image
 
-from model_adapters.errors import BackendError, OptionsError
+from model_adapters.errors import BackendError, EditRefused, OptionsError
 from model_adapters.images import match_size
 from model_adapters.retry import RetryPolicy
 from model_adapters.transport import Scrubber, json_body, map_status, map_transport_error
@@ -60,7 +61,6 @@ class HttpCaller:
         )
         self.on_retry: Callable[[BackendError, float], None] | None = None
 
-
     @classmethod
     def from_options(
         cls,
@@ -78,6 +78,7 @@ class HttpCaller:
             secrets=(key,),
             key_env=options.get("api_key_env"),
         )
+
     def request(self, method: str, url: str, what: str, **kwargs: Any) -> httpx.Response:
         """A 2xx response, after retries; raises ``BackendError``."""
 
@@ -116,6 +117,18 @@ class EditorUsage:
     def add(self, field: str, n: int = 1) -> None:
         with self._lock:
             self.counts[field] += n
+
+    @contextlib.contextmanager
+    def counting_failures(self) -> Iterator[None]:
+        """Count a refusal or another backend error raised inside the block, and re-raise it."""
+        try:
+            yield
+        except EditRefused:
+            self.add("refused")
+            raise
+        except BackendError:
+            self.add("failures")
+            raise
 
     def add_cost(self, usd: object) -> None:
         if isinstance(usd, (int, float)) and not isinstance(usd, bool):
