@@ -19,8 +19,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from edct_task.config import calibration_config, config_from_dict
-from edct_task.driver import Limits
-from edct_task.runner import run
+from edct_task.engine.lockstep import Limits
+from edct_task.engine.runner import run
 
 
 def _config(tmp: Path, name: str, n: int, limits: dict, latencies: dict) -> object:

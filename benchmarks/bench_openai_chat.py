@@ -39,8 +39,9 @@ def main() -> None:
             servers = [stack.enter_context(Loopback(world, latency_s=args.latency)) for _ in range(endpoints)]
             urls = [s.url + "/v1" for s in servers]
             for concurrency in (1, 4, 16, 64):
-                llm = OpenAIText(client_from_options({"model": "bench", "base_urls": urls,
-                                                      "concurrency": concurrency}))
+                llm = OpenAIText(
+                    client_from_options({"model": "bench", "base_urls": urls, "concurrency": concurrency})
+                )
                 prompts = [f"prompt {i}" for i in range(args.requests)]
                 start = time.perf_counter()
                 out = llm.client.map(lambda p, llm=llm: llm.complete(p, params), prompts)

@@ -14,8 +14,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from edct_task.driver import Limits
-from edct_task.protocol import ProtocolConfig
+from edct_task.engine.lockstep import Limits
+from edct_task.engine.protocol import ProtocolConfig
 from edct_task.roles import ConfigError, PanelSpec, RoleSpec
 from verification.check import GateParams
 

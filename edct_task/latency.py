@@ -13,7 +13,7 @@ from typing import Any
 
 from PIL import Image
 
-from model_adapters.contracts import ChatMessage, GenerationParams
+from model_adapters.contracts import ChatMessage, Completion, GenerationParams
 
 
 class _Delayed:
@@ -31,13 +31,13 @@ class _Delayed:
 class DelayedChat(_Delayed):
     def generate(
         self, conversations: Sequence[Sequence[ChatMessage]], params: GenerationParams
-    ) -> list[str | Exception]:
+    ) -> list[Completion | Exception]:
         time.sleep(self.latency_s)
         return self.inner.generate(conversations, params)
 
 
 class DelayedText(_Delayed):
-    def complete(self, prompt: str, params: GenerationParams) -> str:
+    def complete(self, prompt: str, params: GenerationParams) -> Completion:
         time.sleep(self.latency_s)
         return self.inner.complete(prompt, params)
 

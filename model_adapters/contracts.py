@@ -40,11 +40,34 @@ class GenerationParams:
         }
 
 
+@dataclass(frozen=True)
+class TokenUsage:
+    """Tokens one reply cost, as the server reported them."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One model reply, typed: what the model said, its separate reasoning, what it cost.
+
+    ``text`` is the message content exactly as received (inline ``<think>`` blocks included; the
+    protocol's parsers strip them). ``reasoning`` is reasoning the server returned *separately*
+    (``reasoning_content``); it is kept for audit and never pasted into ``text``.
+    """
+
+    text: str
+    reasoning: str | None = None
+    usage: TokenUsage | None = None
+
+
 @runtime_checkable
 class VisionChatModel(Protocol):
     """A target VLM. ``generate`` answers a batch of conversations in one call.
 
-    Returns one item per conversation: the reply text, or a ``BackendError`` instance for a
+    Returns one item per conversation: the ``Completion``, or a ``BackendError`` instance for a
     conversation that failed on its own (the others are still answered). Raising means the whole
     batch failed.
     """
@@ -55,7 +78,7 @@ class VisionChatModel(Protocol):
 
     def generate(
         self, conversations: Sequence[Sequence[ChatMessage]], params: GenerationParams
-    ) -> list[str | Exception]: ...
+    ) -> list[Completion | Exception]: ...
 
 
 @runtime_checkable
@@ -70,7 +93,7 @@ class TextModel(Protocol):
 
     def identity(self) -> dict[str, Any]: ...
 
-    def complete(self, prompt: str, params: GenerationParams) -> str: ...
+    def complete(self, prompt: str, params: GenerationParams) -> Completion: ...
 
 
 @runtime_checkable

@@ -46,7 +46,7 @@ from typing import Any
 
 import httpx
 
-from model_adapters.contracts import ChatMessage, GenerationParams
+from model_adapters.contracts import ChatMessage, Completion, GenerationParams
 from model_adapters.endpoints import Endpoint, EndpointPool
 from model_adapters.errors import BackendError, BadInput, OptionsError, PermanentBackendError
 from model_adapters.images import data_uri
@@ -324,10 +324,10 @@ class OpenAIVisionChat(_ChatBackend):
 
     def generate(
         self, conversations: Sequence[Sequence[ChatMessage]], params: GenerationParams
-    ) -> list[str | Exception]:
-        def one(conversation: Sequence[ChatMessage]) -> str:
+    ) -> list[Completion | Exception]:
+        def one(conversation: Sequence[ChatMessage]) -> Completion:
             messages, n_images = conversation_messages(conversation)
-            return self.client.chat(messages, params, images=n_images)
+            return Completion(self.client.chat(messages, params, images=n_images))
 
         return self.client.map(one, list(conversations))
 
@@ -335,10 +335,10 @@ class OpenAIVisionChat(_ChatBackend):
 class OpenAIText(_ChatBackend):
     """A text LLM behind an OpenAI-compatible server (TextModel)."""
 
-    def complete(self, prompt: str, params: GenerationParams) -> str:
+    def complete(self, prompt: str, params: GenerationParams) -> Completion:
         if not prompt.strip():
             raise BadInput("empty prompt")
-        return self.client.chat([{"role": "user", "content": prompt}], params)
+        return Completion(self.client.chat([{"role": "user", "content": prompt}], params))
 
 
 def client_from_options(

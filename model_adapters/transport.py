@@ -38,9 +38,7 @@ from model_adapters.errors import (
 )
 from model_adapters.retry import retry_after_seconds
 
-_KEYLIKE = re.compile(
-    r"(?i)(bearer\s+\S+|\b(?:sk|rk|pk)-[A-Za-z0-9_*.\-]{6,}|\bAIza[0-9A-Za-z_\-]{10,})"
-)
+_KEYLIKE = re.compile(r"(?i)(bearer\s+\S+|\b(?:sk|rk|pk)-[A-Za-z0-9_*.\-]{6,}|\bAIza[0-9A-Za-z_\-]{10,})")
 _SECRET_HEADER = re.compile(r"(?i)(authorization|api[-_]?key|token|secret|cookie)")
 _SECRET_QUERY = re.compile(r"(?i)(key|token|secret|sig|signature|auth)")
 

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
+
+import pytest
 
 for _name, _value in {
     "HF_HUB_OFFLINE": "1",
@@ -15,3 +19,13 @@ for _name, _value in {
     "MKL_NUM_THREADS": "1",
 }.items():
     os.environ.setdefault(_name, _value)
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3_vl(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 170k-parameter random Qwen3-VL saved to disk, built offline from configs."""
+    from support.lmms_helpers import BUILD_TINY, offline_env, run_cli
+
+    out = tmp_path_factory.mktemp("tinyqwen") / "tiny-qwen3-vl"  # no 'A<n>B' in the path (MoE class)
+    run_cli([sys.executable, str(BUILD_TINY), str(out)], offline_env(out.parent), timeout=300)
+    return out

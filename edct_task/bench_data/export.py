@@ -31,7 +31,7 @@ from typing import Any
 
 from edct_task.bench_data.format import BenchDataError
 from edct_task.bench_data.output import write_folder
-from edct_task.records import SampleRecord
+from edct_task.run_outputs import IMAGES_DIR, LoadedRun, RunReadError, load_run, sample_folder
 
 EXPORT_VERSION = 1
 JSONL_NAME = "counterfactuals.jsonl"
@@ -79,24 +79,12 @@ class ExportResult:
     manifest: dict[str, Any]
 
 
-def read_run(run_dir: Path) -> list[SampleRecord]:
-    """The sample records of an ``edct run`` output folder."""
-    path = Path(run_dir) / "samples.jsonl"
-    if not path.is_file():
-        raise BenchDataError(f"{path}: not found ({run_dir} is not an `edct run` output folder)")
-    records = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(SampleRecord.model_validate_json(line))
-        except ValueError as exc:
-            raise BenchDataError(f"{path}:{n}: not a sample record ({str(exc).splitlines()[0]})") from None
-    return records
-
-
-def _safe(name: str) -> str:  # the folder names of edct_task.runner.write_outputs
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+def read_run(run_dir: Path) -> LoadedRun:
+    """An ``edct run`` output folder (or lmms-eval output with logged samples), read back."""
+    try:
+        return load_run(run_dir)
+    except RunReadError as exc:
+        raise BenchDataError(str(exc)) from None
 
 
 def collect_pairs(
@@ -106,8 +94,8 @@ def collect_pairs(
     run_dir = Path(run_dir)
     pairs: list[dict[str, Any]] = []
     left_out = {"not_verified": 0, "inconsistent_answer": 0}
-    for record in read_run(run_dir):
-        folder = run_dir / "images" / _safe(record.sample.id)
+    run = read_run(run_dir)
+    for record in run.records:
         instructions: list[str] = []
         for step in record.steps:
             instructions.append(step.instruction.as_text())
@@ -119,13 +107,9 @@ def collect_pairs(
             if consistent_only and ac != 1:
                 left_out["inconsistent_answer"] += 1
                 continue
-            original = folder / "original.png"
-            edited = folder / f"step{step.index}_attempt{attempt.attempt + 1}.png"
-            for p in (original, edited):
-                if not p.is_file():
-                    raise BenchDataError(
-                        f"{p}: image of sample {record.sample.id} not found in the run folder"
-                    )
+            original, edited = run.image_path(record.sample.image), run.image_path(attempt.image)
+            if original is None or edited is None:
+                raise BenchDataError(f"{run_dir}: images of sample {record.sample.id} not found in the run")
             baseline, requery = record.baseline, step.requery
             pairs.append(
                 {
@@ -180,7 +164,7 @@ def export_counterfactuals(
 
         lines = []
         for p in pairs:
-            folder = Path("images") / _safe(p["sample_id"])
+            folder = Path(IMAGES_DIR) / sample_folder(p["sample_id"])
             (tmp / folder).mkdir(parents=True, exist_ok=True)
             original, edited = folder / "original.png", folder / f"step{p['step']}.png"
             if not (tmp / original).exists():

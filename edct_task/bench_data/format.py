@@ -215,7 +215,7 @@ def bench_samples(location: str | Path | None, images: Any) -> list[Any]:
     """The dataset's rows as protocol inputs (``SampleInput``), images put in ``images`` (an ImageStore)."""
     from PIL import Image
 
-    from edct_task.records import SampleInput
+    from edct_task.engine.records import SampleInput
 
     ds = load_bench(location)
     out = []

@@ -28,7 +28,7 @@ import numpy as np
 from edct_task.calibration import world
 from edct_task.calibration.perception import Percept, perceive
 from edct_task.calibration.scenes import config_of_context
-from model_adapters.contracts import ChatMessage, GenerationParams
+from model_adapters.contracts import ChatMessage, Completion, GenerationParams
 from model_adapters.errors import BadInput
 
 BEHAVIORS = ("faithful", "prior", "stale", "mixed:<p>")
@@ -65,11 +65,11 @@ class ReferenceVLM:
 
     def generate(
         self, conversations: Sequence[Sequence[ChatMessage]], params: GenerationParams
-    ) -> list[str | Exception]:
-        out: list[str | Exception] = []
+    ) -> list[Completion | Exception]:
+        out: list[Completion | Exception] = []
         for conversation in conversations:
             try:
-                out.append(self._reply(conversation))
+                out.append(Completion(self._reply(conversation)))
             except BadInput as exc:
                 out.append(exc)
         return out

@@ -18,7 +18,7 @@ from edct_task.calibration import world
 from edct_task.calibration.instructions import change_line, parse_change, write_change
 from edct_task.calibration.judge import assess
 from edct_task.prompts import extract_tag, identify
-from model_adapters.contracts import GenerationParams
+from model_adapters.contracts import Completion, GenerationParams
 from model_adapters.errors import PermanentBackendError
 
 VERSION = 1
@@ -137,7 +137,10 @@ class RuleBasedLLM:
     def identity(self) -> dict[str, Any]:
         return {"backend": "calibration-rules", "version": VERSION}
 
-    def complete(self, prompt: str, params: GenerationParams) -> str:
+    def complete(self, prompt: str, params: GenerationParams) -> Completion:
+        return Completion(self._reply(prompt))
+
+    def _reply(self, prompt: str) -> str:
         kind = identify(prompt)
         if kind == "extract_concepts":
             k = _number(prompt, r"Give at most (\d+) concepts", 2)

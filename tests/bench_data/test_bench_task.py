@@ -10,15 +10,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from lmms_helpers import lmms_eval_cmd, offline_env, read_results, read_samples, run_cli
-from sources_fixture import photo_image, write_sources
+from support.lmms_helpers import lmms_eval_cmd, offline_env, read_results, read_samples, run_cli
+from support.sources_fixture import photo_image, write_sources
 
-from edct_task import lmms_hooks
 from edct_task.bench_data import ENV_DATA, BuildRequest, build_bench
 from edct_task.config import calibration_config
+from edct_task.lmms import documents
+from edct_task.lmms import hooks as lmms_hooks
 
 COUNTS = {"okvqa": 1, "drivelm": 1, "3dsr": 1}
-HOOKS = {"okvqa": lmms_hooks.okvqa_docs, "drivelm": lmms_hooks.drivelm_docs, "3dsr": lmms_hooks.threedsr_docs}
+HOOKS = {"okvqa": documents.okvqa_docs, "drivelm": documents.drivelm_docs, "3dsr": documents.threedsr_docs}
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +44,7 @@ def test_compat_driver_completes_on_photographs(hook_settings):
     """lmms-eval's agentic loop, as the task runs it, with a scripted target in place of the model."""
     import datasets
 
-    stub = datasets.Dataset.from_list([{lmms_hooks.STUB_COLUMN: "x"}])
+    stub = datasets.Dataset.from_list([{documents.STUB_COLUMN: "x"}])
     for domain, hook in HOOKS.items():
         (doc,) = list(hook(stub))
         text, outputs, info = lmms_hooks.doc_to_text(doc), [], None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
-from sources_fixture import (
+from support.sources_fixture import (
     DRIVELM_ELIGIBLE,
     DRIVELM_FRAME,
     DRIVELM_REMOVED,
@@ -95,26 +95,26 @@ def test_build_counts_rules_and_manifest(sources, tmp_path):
 def test_loads_from_env_var_and_through_the_bench_task_hooks(sources, tmp_path, monkeypatch):
     import datasets
 
-    from edct_task import lmms_hooks
+    from edct_task.lmms import documents, turns
 
     build_bench(request(sources, tmp_path / "bench"))
     monkeypatch.setenv(ENV_DATA, str(tmp_path / "bench"))
     assert len(load_bench()) == sum(ALL.values())
-    stub = datasets.Dataset.from_list([{lmms_hooks.STUB_COLUMN: "x"}])
+    stub = datasets.Dataset.from_list([{documents.STUB_COLUMN: "x"}])
     for hook, domain in (
-        (lmms_hooks.okvqa_docs, "okvqa"),
-        (lmms_hooks.drivelm_docs, "drivelm"),
-        (lmms_hooks.threedsr_docs, "3dsr"),
+        (documents.okvqa_docs, "okvqa"),
+        (documents.drivelm_docs, "drivelm"),
+        (documents.threedsr_docs, "3dsr"),
     ):
         docs = hook(stub)
         assert len(docs) == ALL[domain] and set(docs["domain"]) == {domain}
         doc = docs[0]
-        sample = lmms_hooks.sample_of(doc, "ref")
+        sample = documents.sample_of(doc, "ref")
         assert sample.metadata["source_id"] == doc["source_id"]
-        assert lmms_hooks.doc_to_visual(doc)[0].size[0] > 0
-        assert lmms_hooks.first_turn_text(doc).endswith(doc["question"])
+        assert documents.doc_to_visual(doc)[0].size[0] > 0
+        assert turns.first_turn_text(doc).endswith(doc["question"])
         if domain == "drivelm":
-            assert lmms_hooks.first_turn_text(doc).startswith(SYSTEM_PROMPT)
+            assert turns.first_turn_text(doc).startswith(SYSTEM_PROMPT)
 
 
 def test_seeded_selection_is_reproducible(sources, tmp_path):
@@ -259,7 +259,7 @@ def test_nothing_half_written_and_overwrite_is_atomic(sources, tmp_path, monkeyp
 
 
 def test_cli_build_bench(sources, tmp_path, capsys):
-    from edct_task.cli import main
+    from edct_task.cli.main import main
 
     s = sources
     args = [
@@ -297,8 +297,8 @@ def test_cli_build_bench(sources, tmp_path, capsys):
 
 def test_edct_run_data_source_dataset(sources, tmp_path):
     from edct_task.config import config_from_dict
-    from edct_task.runner import load_samples
-    from edct_task.stage_cache import ImageStore
+    from edct_task.engine.runner import load_samples
+    from edct_task.engine.stage_cache import ImageStore
 
     build_bench(request(sources, tmp_path / "bench"))
     config = config_from_dict(

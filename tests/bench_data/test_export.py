@@ -11,7 +11,7 @@ from PIL import Image
 from edct_task.bench_data import BenchDataError, export_counterfactuals
 from edct_task.bench_data.export import DATASET_DIR, JSONL_NAME, MANIFEST_NAME, read_run
 from edct_task.config import calibration_config
-from edct_task.runner import run
+from edct_task.engine.runner import run
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +23,7 @@ def calibration_run(tmp_path_factory):
 
 
 def _verified(run_dir):
-    return [(r, s) for r in read_run(run_dir) for s in r.steps if s.verified]
+    return [(r, s) for r in read_run(run_dir).records for s in r.steps if s.verified]
 
 
 def test_calibration_run_exports_its_verified_pairs(calibration_run, tmp_path):
@@ -66,7 +66,7 @@ def test_only_verified_steps_and_consistent_only(calibration_run, tmp_path):
     """A step that failed verification is left out and counted; consistent_only filters on AC."""
     run_dir = tmp_path / "run"
     shutil.copytree(calibration_run, run_dir, ignore=shutil.ignore_patterns("cache"))
-    records = read_run(run_dir)
+    records = read_run(run_dir).records
     first = records[0]
     step = first.steps[0]
     failed = step.model_copy(
@@ -103,20 +103,20 @@ def test_only_verified_steps_and_consistent_only(calibration_run, tmp_path):
 
 
 def test_export_errors(calibration_run, tmp_path):
-    with pytest.raises(BenchDataError, match="not an `edct run` output folder"):
+    with pytest.raises(BenchDataError, match="is not a run folder: expected results.json"):
         export_counterfactuals(tmp_path, tmp_path / "cf")
     run_dir = tmp_path / "run"
     shutil.copytree(calibration_run, run_dir, ignore=shutil.ignore_patterns("cache", "images"))
-    with pytest.raises(BenchDataError, match=r"original\.png: image of sample .* not found"):
+    with pytest.raises(BenchDataError, match=r"images of sample .* not found in the run"):
         export_counterfactuals(run_dir, tmp_path / "cf")
     (run_dir / "samples.jsonl").write_text('{"nope": 1}\n')
-    with pytest.raises(BenchDataError, match=r"samples.jsonl:1: not a sample record"):
+    with pytest.raises(BenchDataError, match=r"samples.jsonl, line 1: not a sample record"):
         export_counterfactuals(run_dir, tmp_path / "cf")
     assert not (tmp_path / "cf").exists()
 
 
 def test_cli_export_counterfactuals(calibration_run, tmp_path, capsys):
-    from edct_task.cli import main
+    from edct_task.cli.main import main
 
     assert main(["export-counterfactuals", str(calibration_run), "--out", str(tmp_path / "cf")]) == 0
     assert "verified pairs" in capsys.readouterr().out

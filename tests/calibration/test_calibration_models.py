@@ -43,9 +43,9 @@ def ask(vlm: ReferenceVLM, question: str, image: Image.Image) -> tuple[str, str]
     conv = [ChatMessage("user", question, (image,))]
     [answer] = vlm.generate([conv], PARAMS)
     [why] = vlm.generate(
-        [[*conv, ChatMessage("assistant", answer), ChatMessage("user", render("answer_why"))]], PARAMS
+        [[*conv, ChatMessage("assistant", answer.text), ChatMessage("user", render("answer_why"))]], PARAMS
     )
-    return answer, why
+    return answer.text, why.text
 
 
 # --- reference VLM -------------------------------------------------------------------------------
@@ -104,7 +104,7 @@ def test_bad_conversations_fail_alone(samples) -> None:
         PARAMS,
     )
     assert isinstance(out[0], BadInput) and isinstance(out[2], BadInput)
-    assert out[1] == world.ANSWER_TEXT[samples[0].expected_answer]
+    assert out[1].text == world.ANSWER_TEXT[samples[0].expected_answer]
 
 
 # --- scene editor --------------------------------------------------------------------------------
@@ -235,12 +235,12 @@ def test_extractor_ranks_cited_concepts() -> None:
         k=2,
         explanation="1. The traffic light is red.\n2. The crosswalk is empty.\n3. It is dusk.",
     )
-    assert json.loads(llm.complete(prompt, PARAMS)) == [
+    assert json.loads(llm.complete(prompt, PARAMS).text) == [
         "the red colour of the traffic light",
         "the empty crosswalk with no pedestrian",
     ]
     free = render("extract_concepts", question="q", answer="a", k=1, explanation="- The dog looks happy.")
-    assert json.loads(llm.complete(free, PARAMS)) == ["The dog looks happy"]
+    assert json.loads(llm.complete(free, PARAMS).text) == ["The dog looks happy"]
 
 
 def test_instruction_writer_prefers_flips_and_keeps_the_chain_compatible() -> None:
@@ -256,7 +256,7 @@ def test_instruction_writer_prefers_flips_and_keeps_the_chain_compatible() -> No
         concepts=concepts,
         n=2,
     )
-    chain = json.loads(llm.complete(prompt, PARAMS))
+    chain = json.loads(llm.complete(prompt, PARAMS).text)
     assert [set(e) for e in chain] == [{"concept", "keep", "change", "how", "constraints"}] * 2
     assert chain[0]["change"].startswith("recolour the traffic light from red to green")
     assert chain[1]["change"].startswith("remove the pedestrian from the crosswalk")
@@ -269,7 +269,7 @@ def test_instruction_writer_prefers_flips_and_keeps_the_chain_compatible() -> No
         concepts='["the racket next to the ball", "the orange colour of the ball"]',
         n=2,
     )
-    chain = json.loads(llm.complete(knowledge, PARAMS))
+    chain = json.loads(llm.complete(knowledge, PARAMS).text)
     assert chain[0]["change"].startswith("remove the racket")
     assert chain[1]["change"].startswith("recolour the ball from orange to white")  # basketball -> football
 
@@ -278,7 +278,7 @@ def test_edit_parser() -> None:
     llm = RuleBasedLLM()
 
     def parse(text: str) -> dict[str, str]:
-        return json.loads(llm.complete(render("edit_parse", instruction=text), PARAMS))
+        return json.loads(llm.complete(render("edit_parse", instruction=text), PARAMS).text)
 
     assert parse("Keep: x\nChange: remove the pedestrian from the crosswalk\nHow: y\nConstraints: z") == {
         "type": "REMOVE",
@@ -291,17 +291,21 @@ def test_edit_parser() -> None:
 
 
 def judge(kind: str, new_answer: str, new_explanation: str, edits: str, question: str | None = None) -> str:
-    return RuleBasedLLM().complete(
-        render(
-            kind,
-            question=question or world.QUESTIONS["driving"][1],
-            answer="Stop.",
-            explanation="1. The traffic light is red.\n2. A pedestrian is on the crosswalk.",
-            edits=edits,
-            new_answer=new_answer,
-            new_explanation=new_explanation,
-        ),
-        PARAMS,
+    return (
+        RuleBasedLLM()
+        .complete(
+            render(
+                kind,
+                question=question or world.QUESTIONS["driving"][1],
+                answer="Stop.",
+                explanation="1. The traffic light is red.\n2. A pedestrian is on the crosswalk.",
+                edits=edits,
+                new_answer=new_answer,
+                new_explanation=new_explanation,
+            ),
+            PARAMS,
+        )
+        .text
     )
 
 
@@ -367,9 +371,9 @@ def test_judge_is_conservative_outside_the_world() -> None:
 def test_oracle_finds_what_the_edit_parser_names(samples) -> None:
     s = first(samples, "spatial", ("left", "right"))
     target = json.loads(
-        RuleBasedLLM().complete(
-            render("edit_parse", instruction="Change: move the tree to the left of the car"), PARAMS
-        )
+        RuleBasedLLM()
+        .complete(render("edit_parse", instruction="Change: move the tree to the left of the car"), PARAMS)
+        .text
     )["target"]
     loc = OracleMaskProvider().locate(s.image, target)
     assert loc.found and np.array_equal(

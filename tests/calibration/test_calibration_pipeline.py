@@ -21,9 +21,9 @@ from edct_task.calibration import (
     SceneEditor,
     generate_samples,
 )
+from edct_task.engine.records import EditInstruction
 from edct_task.prompts import render
-from edct_task.records import EditInstruction
-from model_adapters.contracts import ChatMessage, GenerationParams
+from model_adapters.contracts import ChatMessage, Completion, GenerationParams
 
 N_SAMPLES = 90
 PARAMS = GenerationParams()
@@ -46,21 +46,21 @@ def ask(vlm: ReferenceVLM, sample: CalibrationSample, image) -> tuple[str, str]:
     if sample.system_prompt:
         first.insert(0, ChatMessage("system", sample.system_prompt))
     [answer] = vlm.generate([first], PARAMS)
-    assert isinstance(answer, str)
-    follow = [*first, ChatMessage("assistant", answer), ChatMessage("user", render("answer_why"))]
+    assert isinstance(answer, Completion)
+    follow = [*first, ChatMessage("assistant", answer.text), ChatMessage("user", render("answer_why"))]
     [why] = vlm.generate([follow], PARAMS)
-    assert isinstance(why, str)
-    return answer, why
+    assert isinstance(why, Completion)
+    return answer.text, why.text
 
 
 def run_sample(vlm: ReferenceVLM, llm: RuleBasedLLM, sample: CalibrationSample, k: int = 2) -> list[Step]:
     editor = SceneEditor()
     answer, why = ask(vlm, sample, sample.image)
     common = {"question": sample.question, "answer": answer, "explanation": why}
-    concepts = json.loads(llm.complete(render("extract_concepts", k=k, **common), PARAMS))
+    concepts = json.loads(llm.complete(render("extract_concepts", k=k, **common), PARAMS).text)
     assert 1 <= len(concepts) <= k
     listed = "\n".join(f"{i}. {c}" for i, c in enumerate(concepts, 1))
-    raw = llm.complete(render("edit_instructions", concepts=listed, n=len(concepts), **common), PARAMS)
+    raw = llm.complete(render("edit_instructions", concepts=listed, n=len(concepts), **common), PARAMS).text
     chain = [EditInstruction(**e) for e in json.loads(raw)]
     image, steps = sample.image, []
     for j in range(len(chain)):
@@ -72,8 +72,8 @@ def run_sample(vlm: ReferenceVLM, llm: RuleBasedLLM, sample: CalibrationSample, 
             "new_answer": new_answer,
             "new_explanation": new_why,
         }
-        binary = llm.complete(render("judge_binary", **fields), PARAMS)
-        graded = llm.complete(render("judge_graded", **fields), PARAMS)
+        binary = llm.complete(render("judge_binary", **fields), PARAMS).text
+        graded = llm.complete(render("judge_graded", **fields), PARAMS).text
         ac = int(re.search(r"^AC: ([01])$", binary, re.M).group(1))
         ef = int(re.search(r"^EF: ([01])$", binary, re.M).group(1))
         ccs = int(re.search(r"^CCS: ([01])$", binary, re.M).group(1))

@@ -7,12 +7,15 @@ import math
 import pytest
 import yaml
 
-from edct_task import lmms_hooks, scoring
 from edct_task.config import calibration_config
-from edct_task.driver import Dispatcher, run_lockstep
-from edct_task.lmms_hooks import Session, parse_turn, render_turn
-from edct_task.requests import Message
+from edct_task.engine.lockstep import Dispatcher, run_lockstep
+from edct_task.engine.requests import Message
+from edct_task.lmms import documents, turns
+from edct_task.lmms import hooks as lmms_hooks
+from edct_task.lmms.hooks import Session
+from edct_task.lmms.turns import parse_turn, render_turn
 from edct_task.roles import build_roles
+from edct_task.scoring import metrics as scoring
 from task_configs import TASK_DIR
 
 
@@ -33,7 +36,7 @@ def test_render_and_parse_turn_round_trip():
         Message("assistant", "Stop.\nThe light is red."),
         Message("user", "Why did you give that answer?"),
     )
-    text = render_turn(conv, tag=lmms_hooks.image_tag("ab" * 32))
+    text = render_turn(conv, tag=turns.image_tag("ab" * 32))
     assert text.startswith(system + "\n\n") and text.endswith("[image abababababab]")
     assert parse_turn(text, [system]) == [(m.role, m.text) for m in conv]
     single = render_turn(conv[:2])
@@ -74,22 +77,22 @@ def test_entry_point_registers_model_and_task_folder():
 def test_bench_tasks_say_how_to_configure_data(monkeypatch):
     import datasets
 
-    monkeypatch.delenv(lmms_hooks.ENV_DATA, raising=False)
-    stub = datasets.Dataset.from_list([{lmms_hooks.STUB_COLUMN: "x"}])
+    monkeypatch.delenv(documents.ENV_DATA, raising=False)
+    stub = datasets.Dataset.from_list([{documents.STUB_COLUMN: "x"}])
     with pytest.raises(ValueError, match="EDCT_BENCH_DATA"):
-        lmms_hooks.okvqa_docs(stub)
+        documents.okvqa_docs(stub)
 
 
 def test_bench_tasks_filter_a_built_dataset(tmp_path, monkeypatch, hook_settings):
-    docs = lmms_hooks.calibration_docs([{"index": i, "seed": 0} for i in range(3)])
+    docs = documents.calibration_docs([{"index": i, "seed": 0} for i in range(3)])
     bench = docs.map(lambda d, i: {"domain": ["okvqa", "drivelm", "3dsr"][i]}, with_indices=True)
     bench.save_to_disk(tmp_path / "bench")
-    monkeypatch.setenv(lmms_hooks.ENV_DATA, str(tmp_path / "bench"))
+    monkeypatch.setenv(documents.ENV_DATA, str(tmp_path / "bench"))
     import datasets
 
-    stub = datasets.Dataset.from_list([{lmms_hooks.STUB_COLUMN: "x"}])
-    assert lmms_hooks.drivelm_docs(stub)["domain"] == ["drivelm"]
-    assert lmms_hooks.threedsr_docs(stub)["id"] == [docs[2]["id"]]
+    stub = datasets.Dataset.from_list([{documents.STUB_COLUMN: "x"}])
+    assert documents.drivelm_docs(stub)["domain"] == ["drivelm"]
+    assert documents.threedsr_docs(stub)["id"] == [docs[2]["id"]]
 
 
 def test_unparseable_final_response_is_an_error_not_a_zero(hook_settings):
@@ -105,16 +108,16 @@ def test_compat_driver_reproduces_the_batched_driver(hook_settings):
     """The agentic callback (one target turn per round, history in the text) and the lockstep
     driver give the same records for a deterministic target."""
     from edct_task.calibration import ReferenceVLM
-    from edct_task.lmms_models import messages_to_chat
+    from edct_task.lmms.plugin import messages_to_chat
     from model_adapters.contracts import GenerationParams
 
-    docs = lmms_hooks.calibration_docs([{"index": i, "seed": 0} for i in range(6)])
+    docs = documents.calibration_docs([{"index": i, "seed": 0} for i in range(6)])
     model = ReferenceVLM("mixed:0.5")
     from edct_task.calibration import world
 
     agentic = []
     for doc in docs:  # what lmms-eval's _run_generate_until_agentic does, with a chat model
-        text, visuals, outputs, info = lmms_hooks.doc_to_text(doc), lmms_hooks.doc_to_visual(doc), [], None
+        text, visuals, outputs, info = lmms_hooks.doc_to_text(doc), documents.doc_to_visual(doc), [], None
         for round_idx in range(1, 13):
             msg = [
                 {
@@ -126,7 +129,7 @@ def test_compat_driver_reproduces_the_batched_driver(hook_settings):
                 }
             ]
             conv = messages_to_chat(msg, (world.DRIVING_SYSTEM_PROMPT,))
-            outputs.append(model.generate([conv], GenerationParams())[0])
+            outputs.append(model.generate([conv], GenerationParams())[0].text)
             step = lmms_hooks.doc_to_text(
                 doc, previous_output=outputs, round_idx=round_idx, previous_round_info=info
             )
@@ -154,7 +157,7 @@ def test_compat_driver_reproduces_the_batched_driver(hook_settings):
         gate=s.config.gate_params(),
         limits=s.config.limits_config(),
     )
-    samples = [lmms_hooks.sample_of(d, s.images.put(lmms_hooks.doc_image(d))) for d in docs]
+    samples = [documents.sample_of(d, s.images.put(documents.doc_image(d))) for d in docs]
     batched = run_lockstep(samples, s.protocol, dispatcher)
     dispatcher.close()
     assert [r.status for r in agentic] == [r.status for r in batched]
@@ -164,15 +167,15 @@ def test_compat_driver_reproduces_the_batched_driver(hook_settings):
 
 
 def test_session_rounds_are_unique_texts(hook_settings):
-    docs = lmms_hooks.calibration_docs([{"index": 0, "seed": 0}])
+    docs = documents.calibration_docs([{"index": 0, "seed": 0}])
     s = hook_settings
     session = Session(
-        lmms_hooks.sample_of(docs[0], s.images.put(lmms_hooks.doc_image(docs[0]))), s.protocol, s.dispatcher
+        documents.sample_of(docs[0], s.images.put(documents.doc_image(docs[0]))), s.protocol, s.dispatcher
     )
     texts = []
     first = True
     while session.pending is not None:
-        texts.append(lmms_hooks.turn_text(session.pending, first=first))
+        texts.append(turns.turn_text(session.pending, first=first))
         first = False
         session.answer("Tennis." if session.pending.purpose.endswith("answer") else "1. The ball is yellow.")
     assert len(texts) == len(set(texts)) >= 2

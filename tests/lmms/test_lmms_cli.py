@@ -6,9 +6,9 @@ import math
 import subprocess
 
 import pytest
-from lmms_helpers import edct_cmd, lmms_eval_cmd, offline_env, read_results, read_samples
+from support.lmms_helpers import edct_cmd, lmms_eval_cmd, offline_env, read_results, read_samples
 
-from edct_task import scoring
+from edct_task.scoring import metrics as scoring
 
 pytestmark = pytest.mark.slow
 

@@ -6,7 +6,7 @@ import random
 
 import numpy as np
 import pytest
-from loopback import CalibrationWorld, FaultPlan, Loopback
+from support.loopback import CalibrationWorld, FaultPlan, Loopback
 
 from edct_task.calibration import SceneEditor, generate_samples
 from model_adapters import bfl_editor, openai_images, openrouter_images

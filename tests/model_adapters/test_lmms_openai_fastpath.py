@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from loopback import CalibrationWorld, Loopback
+from support.loopback import CalibrationWorld, Loopback
 
 pytestmark = pytest.mark.slow
 KEY = "sk-loopback-lmms-openai-5d1e9a7c3b"
@@ -23,7 +23,7 @@ def test_lmms_eval_openai_model_through_edct_run(tmp_path: Path, behavior: str) 
         cmd = [
             sys.executable,
             "-m",
-            "edct_task.cli",
+            "edct_task.cli.main",
             "run",
             "--model",
             "openai",

@@ -8,7 +8,7 @@ import random
 import httpx
 import numpy as np
 import pytest
-from loopback import CalibrationWorld, FaultPlan, Loopback, image_from_uri
+from support.loopback import CalibrationWorld, FaultPlan, Loopback, image_from_uri
 
 from edct_task.calibration import ReferenceVLM, generate_samples
 from model_adapters.contracts import ChatMessage, GenerationParams

@@ -1,0 +1,1 @@
+"""The ``edct`` command line (``edct_task.cli.main:main``)."""

@@ -1,0 +1,73 @@
+"""The ``edct`` command line: one module per command under ``edct_task.cli``.
+
+``edct demo``                 the calibration benchmark with reference backends, offline
+``edct run --config FILE``    roles → backends from a YAML file (``--set key=value`` overrides)
+``edct run --model M --tasks T``   the batched fast path over an lmms-eval model and task
+``edct stability RUN…``       mean ± SD of every metric over repeated runs
+``edct serve ROLE MODEL``     a local vLLM server for a role, and the config lines that use it
+``edct backends``             the registered backends per role kind
+``edct verify A B --instruction …``   localised edit verification of one image pair (Algorithm 1)
+``edct build-bench --okvqa-questions … --out DIR``   the EDCT-Bench dataset from local source copies
+``edct export-counterfactuals RUN_DIR --out DIR``    verified counterfactual pairs as training data
+
+Each command module exposes ``add_parser(subparsers)`` and ``run(args) -> int``; ``COMMANDS``
+lists them. User errors (``ConfigError``, ``BenchDataError``) exit 2 with one message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from types import ModuleType
+
+from edct_task.bench_data.format import BenchDataError
+from edct_task.roles import ConfigError
+
+COMMANDS = ("run", "stability", "serve", "backends", "verify", "bench")
+"""Modules of ``edct_task.cli``, each adding one or more sub-commands."""
+
+
+def _modules() -> list[ModuleType]:
+    return [importlib.import_module(f"edct_task.cli.{name}") for name in COMMANDS]
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, ModuleType]]:
+    """The parser, and which module runs each sub-command."""
+    parser = argparse.ArgumentParser(
+        prog="edct", description="Explanation-Driven Counterfactual Testing of VLMs"
+    )
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+    owners: dict[str, ModuleType] = {}
+    for module in _modules():
+        before = set(sub.choices)
+        module.add_parser(sub)
+        owners.update({name: module for name in set(sub.choices) - before})
+    return parser, owners
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser, owners = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        return owners[args.command].run(args)
+    except ConfigError as exc:
+        print(f"edct: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except BenchDataError as exc:
+        print(f"edct: data error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(
+            "edct: interrupted; finished calls are cached, rerun the same command to resume", file=sys.stderr
+        )
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""``edct run`` (a YAML config, or the lmms-eval fast path with ``--model``) and ``edct demo``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from edct_task.roles import ConfigError
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--output", type=Path, help="output folder (overrides output_dir)")
+    p.add_argument("--no-progress", action="store_true", help="hide the per-stage progress bars")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. --set protocol.k=1 (repeatable)",
+    )
+
+
+def _add_lmms_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group(
+        "lmms-eval fast path",
+        "run an lmms-eval model on the EDCT lmms-eval tasks with the batched driver; "
+        "results are written in lmms-eval's format (same flags as lmms-eval)",
+    )
+    g.add_argument("--model", help="lmms-eval model name (qwen3_vl, vllm, openai, edct_reference, ...)")
+    g.add_argument(
+        "--model_args", default="", help="lmms-eval model_args, e.g. pretrained=Qwen/Qwen3-VL-8B-Instruct"
+    )
+    g.add_argument(
+        "--tasks",
+        default="edct_bench",
+        help="EDCT task(s): edct_bench, edct_bench_okvqa, "
+        "edct_bench_drivelm, edct_bench_3dsr, edct_calibration (default edct_bench)",
+    )
+    g.add_argument("--batch_size", default=None, help="passed to the lmms-eval model")
+    g.add_argument("--device", default=None, help="passed to the lmms-eval model")
+    g.add_argument("--limit", type=int, default=None, help="first N documents of each task")
+    g.add_argument(
+        "--output_path", type=Path, default=None, help="lmms-eval results folder (default <output>/lmms)"
+    )
+    g.add_argument("--log_samples", action="store_true", help="also write lmms-eval's per-sample JSONL")
+
+
+def add_parser(sub: Any) -> None:
+    run = sub.add_parser("run", help="run EDCT from a YAML config")
+    run.add_argument(
+        "--config",
+        type=Path,
+        help="YAML file: roles, protocol, verification, data "
+        "(required unless --model is given; with --model it supplies the non-target roles)",
+    )
+    _add_run_options(run)
+    _add_lmms_options(run)
+
+    demo = sub.add_parser(
+        "demo",
+        help="the calibration benchmark (procedural scenes with known faithfulness), offline",
+    )
+    demo.add_argument(
+        "--behavior",
+        default="faithful",
+        help="reference target: faithful, prior, stale or mixed:P (default faithful)",
+    )
+    demo.add_argument("-n", "--samples", type=int, default=300, help="number of calibration samples (300)")
+    _add_run_options(demo)
+
+
+def run(args: argparse.Namespace) -> int:
+    from edct_task import config as cfg
+
+    if args.command == "demo":
+        out = args.output or Path("runs") / f"demo-{args.behavior.replace(':', '_')}"
+        base = cfg.calibration_config(args.behavior, n=args.samples, output_dir=out).model_dump(mode="json")
+        config = cfg.config_from_dict(base, args.overrides)
+    elif args.model:
+        return _run_lmms(args)
+    elif args.config is None:
+        raise ConfigError("edct run needs --config FILE, or --model NAME (lmms-eval fast path)")
+    else:
+        config = cfg.load_config(args.config, args.overrides)
+        if args.output:
+            config = config.model_copy(update={"output_dir": args.output})
+    if args.no_progress:
+        config = config.model_copy(update={"progress": False})
+
+    from edct_task.engine.runner import run as run_edct
+    from edct_task.scoring.table import score_table
+
+    outcome = run_edct(config)
+    roles = outcome.results["config"]["roles"]
+    print(
+        f"\nEDCT on {outcome.results['config']['data']['source']} "
+        f"(target: {roles['target']}, judge: {_backend_names(roles['judge'])}, "
+        f"editor: {roles['editor']['backend']}, k={outcome.results['config']['protocol']['k']})\n"
+    )
+    print(score_table(outcome.results["results"]))
+    print(
+        f"\nwrote {outcome.output_dir / 'results.json'}, samples.jsonl and images/ "
+        f"({outcome.results['wall_seconds']:.1f} s)"
+    )
+    return 0
+
+
+def _backend_names(spec: dict[str, Any] | list[dict[str, Any]]) -> str:
+    return "+".join(s["backend"] for s in spec) if isinstance(spec, list) else spec["backend"]
+
+
+def _run_lmms(args: argparse.Namespace) -> int:
+    """``edct run --model … --tasks …``: the batched driver on an lmms-eval model."""
+    from edct_task import config as cfg
+    from edct_task.lmms.fastpath import results_files, run_fastpath
+    from edct_task.lmms.hooks import hook_config
+
+    config = cfg.load_config(args.config, args.overrides) if args.config else hook_config()
+    if args.overrides and not args.config:
+        config = cfg.config_from_dict(config.model_dump(mode="json"), args.overrides)
+    if args.output:
+        config = config.model_copy(update={"output_dir": args.output})
+    if args.no_progress:
+        config = config.model_copy(update={"progress": False})
+    output_path = args.output_path or config.output_dir / "lmms"
+    results = run_fastpath(
+        args.model,
+        args.model_args,
+        args.tasks,
+        config=config,
+        output_path=output_path,
+        log_samples=args.log_samples,
+        limit=args.limit,
+        batch_size=args.batch_size,
+        device=args.device,
+    )
+    from lmms_eval.utils import make_table
+
+    print(make_table(results))
+    if "groups" in results:
+        print(make_table(results, "groups"))
+    files = results_files(output_path)
+    print(f"wrote {files[-1] if files else output_path} ({results['edct']['wall_seconds']:.1f} s)")
+    return 0

@@ -1,0 +1,338 @@
+"""The fast path: ``edct run --model <lmms-eval model> --model_args … --tasks edct_bench``.
+
+Builds the model through lmms-eval's registry and the tasks through lmms-eval's ``TaskManager``
+(so documents are exactly those of ``lmms-eval --tasks …``), then runs the batched driver
+(``edct_task.engine.lockstep.run_lockstep``): every step's target requests go to the model as ONE
+``generate_until`` call with one ``Instance`` per conversation, chat models receiving the real
+multi-turn history (answer → why), simple models the same single-turn rendering the agentic task
+uses. Scores come from the task's own ``process_results`` and aggregations applied to the same
+final responses the agentic task produces, and lmms-eval's ``EvaluationTracker`` writes the
+results and sample logs, so both paths give identical scores for identical responses and every
+downstream tool reads the output.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from edct_task.config import RunConfig
+from edct_task.lmms import documents, turns
+from edct_task.lmms import hooks as lmms_hooks
+from edct_task.lmms.turns import render_turn
+from model_adapters.contracts import ChatMessage, Completion, GenerationParams
+
+FASTPATH_TASK = "edct_fastpath"
+"""The ``task_dict`` entry our Instances point at inside the lmms-eval model."""
+FASTPATH_SPLIT = "test"
+
+
+class _DocIds(dict):
+    """``lm.task_dict[task][split]``: document lookups return the id; our callables ignore it."""
+
+    def __missing__(self, key: Any) -> Any:
+        return key
+
+
+def build_model(
+    model: str,
+    model_args: str = "",
+    *,
+    batch_size: int | str | None = None,
+    device: str | None = None,
+    force_simple: bool = False,
+) -> Any:
+    """An lmms-eval model instance, through its own registry (entry points included)."""
+    import lmms_eval.evaluator  # noqa: F401 - loads the registry and the entry points
+    from lmms_eval.models import get_model
+
+    cls = get_model(model, force_simple=force_simple)
+    extra = {"batch_size": batch_size, "device": device}
+    return cls.create_from_arg_string(model_args or "", {k: v for k, v in extra.items() if v is not None})
+
+
+class LmmsTarget:
+    """A ``VisionChatModel`` over an lmms-eval model: one ``generate_until`` call per batch."""
+
+    name = "lmms-eval"
+
+    def __init__(self, lm: Any, model: str, model_args: str = "") -> None:
+        self.lm = lm
+        self.model = model
+        self.model_args = model_args
+        self.calls = 0
+        if not isinstance(getattr(lm, "task_dict", None), dict):
+            lm.task_dict = {}
+        lm.task_dict.setdefault(FASTPATH_TASK, {})[FASTPATH_SPLIT] = _DocIds()
+        self._next_id = 0
+
+    @property
+    def is_chat(self) -> bool:
+        return not getattr(self.lm, "is_simple", True)
+
+    def identity(self) -> dict[str, Any]:
+        args = ",".join(a for a in (self.model_args or "").split(",") if not _secretish(a))
+        return {"backend": "lmms-eval", "model": self.model, "model_args": args, "chat": self.is_chat}
+
+    def _gen_kwargs(self, params: GenerationParams) -> dict[str, Any]:
+        kw: dict[str, Any] = {
+            "max_new_tokens": params.max_new_tokens,
+            "temperature": params.temperature,
+            "do_sample": params.temperature > 0,
+            "until": [],
+        }
+        if params.top_p < 1.0:
+            kw["top_p"] = params.top_p
+        return kw
+
+    def instance(self, conversation: Sequence[ChatMessage], params: GenerationParams) -> Any:
+        from lmms_eval.api.instance import Instance
+
+        doc_id = self._next_id
+        self._next_id += 1
+        images = [img for m in conversation for img in m.images]
+        gen_kwargs = self._gen_kwargs(params)
+        if self.is_chat:
+            messages = [
+                {
+                    "role": m.role,
+                    "content": [
+                        *({"type": "image", "url": i} for i in m.images),
+                        {"type": "text", "text": m.text},
+                    ],
+                }
+                for m in conversation
+            ]
+
+            def doc_to_messages(_doc: Any, _messages: list = messages) -> list:
+                return copy.copy(_messages)  # models insert their system prompt into the list
+
+            args: tuple = (
+                conversation[-1].text,
+                doc_to_messages,
+                gen_kwargs,
+                doc_id,
+                FASTPATH_TASK,
+                FASTPATH_SPLIT,
+            )
+        else:
+
+            def doc_to_visual(_doc: Any, _images: list = images) -> list:
+                return list(_images)
+
+            args = (
+                render_turn(conversation),
+                gen_kwargs,
+                doc_to_visual,
+                doc_id,
+                FASTPATH_TASK,
+                FASTPATH_SPLIT,
+            )
+        return Instance(
+            request_type="generate_until",
+            arguments=args,
+            idx=0,
+            metadata={"task": FASTPATH_TASK, "doc_id": doc_id, "repeats": 1},
+        )
+
+    def generate(
+        self, conversations: Sequence[Sequence[ChatMessage]], params: GenerationParams
+    ) -> list[Completion | Exception]:
+        from lmms_eval.api.instance import unwrap_generation_output
+
+        instances = [self.instance(c, params) for c in conversations]
+        self.calls += 1
+        outputs = self.lm.generate_until(instances)
+        replies: list[Completion | Exception] = []
+        for out in outputs:
+            text, _ = unwrap_generation_output(out)
+            replies.append(Completion(text if isinstance(text, str) else str(text)))
+        return replies
+
+
+def _secretish(arg: str) -> bool:
+    key = arg.split("=", 1)[0].lower()
+    return any(s in key for s in ("key", "token", "secret", "password"))
+
+
+def run_fastpath(
+    model: str,
+    model_args: str,
+    tasks: str,
+    *,
+    config: RunConfig,
+    output_path: Path,
+    log_samples: bool = True,
+    limit: int | None = None,
+    batch_size: int | str | None = None,
+    device: str | None = None,
+    lm: Any = None,
+) -> dict[str, Any]:
+    """Run the EDCT tasks ``tasks`` on lmms-eval model ``model``; returns lmms-eval's results dict."""
+    from lmms_eval.evaluator_utils import (
+        consolidate_group_results,
+        consolidate_results,
+        get_subtask_list,
+        get_task_list,
+        prepare_print_tasks,
+    )
+    from lmms_eval.loggers import EvaluationTracker
+    from lmms_eval.tasks import TaskManager, get_task_dict
+    from lmms_eval.utils import get_datetime_str, handle_non_serializable, hash_string
+
+    from edct_task.engine.lockstep import Dispatcher, run_lockstep
+    from edct_task.engine.runner import _versions
+    from edct_task.lmms.plugin import task_dir
+
+    started = time.perf_counter()
+    settings = lmms_hooks.build_settings(config)
+    lmms_hooks.install_settings(settings)
+    tracker = EvaluationTracker(output_path=str(output_path))
+    if lm is None:
+        lm = build_model(model, model_args, batch_size=batch_size, device=device)
+    target = LmmsTarget(lm, model, model_args)
+
+    manager = TaskManager("WARNING", include_path=task_dir(), model_name=model)
+    names = manager.match_tasks([t.strip() for t in tasks.split(",") if t.strip()])
+    unknown = sorted(set(t.strip() for t in tasks.split(",")) - set(names))
+    if unknown:
+        raise ValueError(
+            f"unknown task(s) {', '.join(unknown)}; EDCT tasks: edct_bench, edct_bench_okvqa, "
+            "edct_bench_drivelm, edct_bench_3dsr, edct_calibration"
+        )
+    task_dict = get_task_dict(names, manager)
+    eval_tasks = get_task_list(task_dict)
+
+    # documents → samples, in lmms-eval's document order
+    plan: list[tuple[Any, list[tuple[int, dict]]]] = []
+    samples = []
+    for task_output in eval_tasks:
+        task = task_output.task
+        if task is None:
+            continue
+        if (
+            task.config.output_type != "generate_until_agentic"
+            or task.config.process_results is not lmms_hooks.process_results
+        ):
+            raise ValueError(f"task {task_output.task_name} is not an EDCT task")
+        docs = list(task.test_docs() if task.has_test_docs() else task.validation_docs())
+        chosen = [(i, docs[i]) for i in range(len(docs) if limit is None else min(limit, len(docs)))]
+        plan.append((task_output, chosen))
+        for _, doc in chosen:
+            samples.append(documents.sample_of(doc, settings.images.put(documents.doc_image(doc))))
+
+    roles = settings.dispatcher.roles
+    roles.target = target
+    limits = settings.config.limits_config()
+    dispatcher = Dispatcher(
+        roles,
+        settings.images,
+        settings.cache,
+        protocol=settings.protocol,
+        gate=settings.config.gate_params(),
+        limits=limits,
+        progress=settings.config.progress,
+    )
+    try:
+        records = run_lockstep(samples, settings.protocol, dispatcher, window=limits.window)
+    finally:
+        dispatcher.close()
+    by_id = {r.sample.id: r for r in records}
+
+    # score through the task's own hooks, as lmms-eval's evaluator would
+    for task_output, chosen in plan:
+        task = task_output.task
+        for doc_id, doc in chosen:
+            response = lmms_hooks.final_response(by_id[str(doc["id"])])
+            metrics = task.process_results(doc, [response])
+            for metric, value in metrics.items():
+                task_output.sample_metrics[(metric, "none")].append(value)
+            if log_samples:
+                saved = {k: v for k, v in doc.items() if k != "image"}
+                task_output.logged_samples.append(
+                    {
+                        "doc_id": doc_id,
+                        "doc": saved,
+                        "target": task.doc_to_target(doc),
+                        "arguments": [
+                            turns.first_turn_text(doc),
+                            task.config.generation_kwargs,
+                            doc_id,
+                            task_output.task_name,
+                            FASTPATH_SPLIT,
+                        ],
+                        "resps": [[response]],
+                        "filtered_resps": [response],
+                        "doc_hash": hash_string(
+                            json.dumps(saved, indent=2, default=handle_non_serializable, ensure_ascii=False)
+                        ),
+                        **metrics,
+                    }
+                )
+        task_output.calculate_aggregate_metric(bootstrap_iters=0)
+        task_output.calculate_clt_aggregate_metric()
+    results, logged, configs, versions, num_fewshot, higher_is_better = consolidate_results(eval_tasks)
+    results, versions, show_group_table, *_ = consolidate_group_results(results, versions, task_dict)
+    results_agg, group_agg = prepare_print_tasks(task_dict, results)
+    subtask_list = get_subtask_list(task_dict)
+    for group, members in subtask_list.items():
+        merged: dict[str, Any] = {}
+        for t in members:
+            merged.update(higher_is_better.get(t, {}))
+        if members:
+            higher_is_better[group] = merged
+    results_dict: dict[str, Any] = {
+        "results": dict(results_agg.items()),
+        **({"groups": dict(group_agg.items())} if (bool(group_agg) and show_group_table) else {}),
+        "group_subtasks": dict(reversed(subtask_list.items())),
+        "configs": dict(sorted(configs.items())),
+        "versions": dict(sorted(versions.items())),
+        "n-shot": dict(sorted(num_fewshot.items())),
+        "higher_is_better": dict(sorted(higher_is_better.items())),
+        "n-samples": {
+            to.task_name: {"original": len(to.task.eval_docs), "effective": len(chosen)}
+            for to, chosen in plan
+        },
+        "config": {
+            "model": model,
+            "model_args": target.identity()["model_args"],
+            "batch_size": batch_size,
+            "device": device,
+            "limit": limit,
+            "driver": "edct run (batched lockstep)",
+        },
+        "edct": {
+            **settings.describe(),
+            "limits": asdict(limits),
+            "target": target.identity(),
+            "target_generate_calls": target.calls,
+            "calls": dispatcher.stats.as_dict(),
+            "versions": _versions(),
+            "wall_seconds": round(time.perf_counter() - started, 3),
+        },
+    }
+    tracker.general_config_tracker.log_experiment_args(
+        model_source=model,
+        model_args=model_args or "",
+        system_instruction=None,
+        chat_template=None,
+        fewshot_as_multiturn=False,
+    )
+    datetime_str = get_datetime_str()
+    tracker.save_results_aggregated(
+        results=results_dict, samples=logged if log_samples else None, datetime_str=datetime_str
+    )
+    if log_samples:
+        for task_name in results_dict["configs"]:
+            tracker.save_results_samples(task_name=task_name, samples=logged[task_name])
+    return results_dict
+
+
+def results_files(output_path: Path) -> list[Path]:
+    """The ``*_results.json`` files lmms-eval's tracker wrote under ``output_path``."""
+    return sorted(Path(output_path).rglob("*_results.json"))

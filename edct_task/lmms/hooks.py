@@ -1,0 +1,426 @@
+"""lmms-eval task hooks: EDCT as a ``generate_until_agentic`` task (the compat driver).
+
+lmms-eval calls the target model itself, one request at a time, and after every reply calls the
+task's ``doc_to_text`` with the outputs so far. That callback is this module's compat driver: it
+advances the *same* sans-IO protocol as ``edct run`` (``edct_task.engine.protocol.sample_protocol``),
+answers every non-target request (extractor, judge, editor, verification) through the stage-cached
+``Dispatcher``, and hands lmms-eval the next target turn. When the protocol returns its record, the
+final response is the record as a JSON string (``{…``), which ``process_results`` scores.
+
+Each lmms-eval round is a fresh single user turn, so the answer → why history of a conversation is
+carried in the text (``render_turn``); ``parse_turn`` inverts it (the reference model uses it).
+Rounds after the first end with a short image tag (the image's content hash) so that every round
+of a document has a distinct text: lmms-eval's response cache hashes text, not images.
+
+Non-target roles come from an EDCT config file (``$EDCT_CONFIG``; default: the calibration
+roles) and are validated when the task's documents are loaded. Metric names come from
+``edct_task.scoring.metrics``. No work happens at import time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import threading
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from edct_task import prompts
+from edct_task.config import RunConfig, calibration_config, load_config
+from edct_task.engine.protocol import ProtocolConfig, sample_protocol
+from edct_task.engine.records import SampleInput, SampleRecord, SampleScores
+from edct_task.engine.requests import AskTarget, Request
+from edct_task.lmms.documents import doc_image, sample_of
+from edct_task.lmms.turns import first_turn_text, target_images, turn_text
+from edct_task.roles import ConfigError, build_roles
+from edct_task.scoring import metrics as scoring
+from edct_task.scoring.statistics import bootstrap_ci, wilson_interval
+
+log = logging.getLogger(__name__)
+
+ENV_CONFIG = "EDCT_CONFIG"
+"""Path of an EDCT YAML config whose non-target roles, protocol and gate the lmms-eval task uses."""
+ENV_WORK_DIR = "EDCT_WORK_DIR"
+"""Folder for the stage cache and the content-addressed images (default: the config's cache dir)."""
+
+DEFAULT_WORK_DIR = Path("runs/edct-lmms")
+
+CI_SUFFIXES = ("_ci_low", "_ci_high")
+COUNT_NAMES = ("n_scored", "n_excluded", "n_unscored", "n_error")
+SETUP_NAME = "edct"
+"""Metric whose per-sample value is the audit digest (logged with each sample) and whose
+aggregate is a one-line summary of the EDCT setup (roles, k, prompt versions)."""
+
+
+# ----------------------------------------------------------------------------- settings
+
+
+@dataclass
+class Settings:
+    """Everything the hooks need besides lmms-eval's model, built once per process."""
+
+    config: RunConfig
+    protocol: ProtocolConfig
+    dispatcher: Any
+    images: Any
+    cache: Any
+    work_dir: Path
+
+    def describe(self) -> dict[str, Any]:
+        """What the results must state: roles (without target), protocol, gate, prompt versions."""
+        roles = {r: s.as_dict() for r, s in self.config.role_specs().items() if r != "target"}
+        return {
+            "roles": roles,
+            "protocol": asdict(self.protocol),
+            "verification": self.config.gate_params().model_dump(mode="json"),
+            "prompt_versions": prompts.prompt_versions(),
+            "config_file": os.environ.get(ENV_CONFIG) or None,
+            "work_dir": str(self.work_dir),
+        }
+
+
+_settings: Settings | None = None
+_settings_lock = threading.Lock()
+
+
+def hook_config() -> RunConfig:
+    """The EDCT config for the lmms-eval task: ``$EDCT_CONFIG`` or the calibration roles."""
+    path = os.environ.get(ENV_CONFIG)
+    if path:
+        return load_config(Path(path))
+    return calibration_config(output_dir=DEFAULT_WORK_DIR)
+
+
+def settings() -> Settings:
+    """Build (once) the roles, stage cache and dispatcher; fails early with a config message."""
+    global _settings
+    with _settings_lock:
+        if _settings is None:
+            _settings = build_settings(hook_config())
+        return _settings
+
+
+def install_settings(value: Settings | None) -> None:
+    """Use ``value`` for the hooks of this process (the fast path installs its own config)."""
+    global _settings
+    with _settings_lock:
+        _settings = value
+
+
+def build_settings(config: RunConfig, work_dir: Path | None = None) -> Settings:
+    from edct_task.engine.lockstep import Dispatcher
+    from edct_task.engine.stage_cache import ImageStore, StageCache
+
+    specs = {r: s for r, s in config.role_specs().items() if r != "target"}
+    try:
+        roles = build_roles(specs, require_target=False)
+    except ConfigError as exc:
+        source = os.environ.get(ENV_CONFIG) or "the built-in calibration roles"
+        raise ConfigError(
+            f"EDCT roles for the lmms-eval task (from {source}, set ${ENV_CONFIG}): {exc}"
+        ) from None
+    protocol = config.protocol_config()
+    needed = rounds_needed(protocol)
+    if needed > 12:
+        log.warning(
+            "k=%d needs %d target rounds; raise generation_kwargs.max_agentic_steps", protocol.k, needed
+        )
+    if work_dir is None:
+        env = os.environ.get(ENV_WORK_DIR)
+        work_dir = Path(env) if env else config.resolved_cache_dir
+    work_dir = Path(work_dir).resolve()
+    images = ImageStore(work_dir)
+    cache = StageCache(work_dir)
+    dispatcher = Dispatcher(
+        roles,
+        images,
+        cache,
+        protocol=protocol,
+        gate=config.gate_params(),
+        limits=config.limits_config(),
+        progress=False,
+    )
+    return Settings(config, protocol, dispatcher, images, cache, work_dir)
+
+
+def rounds_needed(protocol: ProtocolConfig) -> int:
+    """Target rounds of one sample: answer and why at baseline and after each of k edits."""
+    return 2 * (protocol.k + 1)
+
+
+# ----------------------------------------------------------------------------- the compat driver
+
+
+class Session:
+    """One document's protocol, advanced one target round at a time by lmms-eval's loop."""
+
+    def __init__(self, sample: SampleInput, protocol: ProtocolConfig, dispatcher: Any) -> None:
+        self.sample = sample
+        self.dispatcher = dispatcher
+        self._gen = sample_protocol(sample, protocol)
+        self._requests: tuple[Request, ...] = next(self._gen)
+        self._resolved: dict[int, object] = {}
+        self.record: SampleRecord | None = None
+        self.rounds = 0
+        self._settle()
+
+    @property
+    def pending(self) -> AskTarget | None:
+        """The target request waiting for the model, or None when the protocol has finished."""
+        for i, r in enumerate(self._requests):
+            if isinstance(r, AskTarget) and i not in self._resolved:
+                return r
+        return None
+
+    def answer(self, reply: str) -> None:
+        """Give the pending target request its reply and advance to the next target request."""
+        self.rounds += 1
+        for i, r in enumerate(self._requests):
+            if isinstance(r, AskTarget) and i not in self._resolved:
+                self._resolved[i] = reply
+                break
+        self._settle()
+
+    def _settle(self) -> None:
+        while self.record is None:
+            missing = [i for i, r in enumerate(self._requests) if i not in self._resolved]
+            others = [i for i in missing if not isinstance(self._requests[i], AskTarget)]
+            if others:
+                for i, reply in zip(
+                    others, self.dispatcher.resolve([self._requests[i] for i in others]), strict=True
+                ):
+                    self._resolved[i] = reply
+            if self.pending is not None:
+                return
+            replies = tuple(self._resolved[i] for i in range(len(self._requests)))
+            self._resolved = {}
+            try:
+                self._requests = self._gen.send(replies)
+            except StopIteration as stop:
+                self.record = stop.value
+
+
+def final_response(record: SampleRecord) -> str:
+    """The task's final response: the sample record as JSON (starts with ``{``)."""
+    return record.model_dump_json()
+
+
+def doc_to_text(
+    doc: dict[str, Any],
+    lmms_eval_specific_kwargs: dict | None = None,
+    previous_output: list[str] | None = None,
+    round_idx: int | None = None,
+    previous_round_info: dict | None = None,
+) -> Any:
+    """The agentic callback: the question first, then one EDCT target turn per round."""
+    if round_idx is None:
+        return first_turn_text(doc)
+    outputs = list(previous_output or [])
+    reply = outputs[-1] if outputs else ""
+    info = previous_round_info or {}
+    session: Session | None = info.get("edct_session")
+    if session is None:
+        s = settings()
+        ref = s.images.put(doc_image(doc))
+        session = Session(sample_of(doc, ref), s.protocol, s.dispatcher)
+    if session.pending is None:  # should not happen: the loop stops at the terminal round
+        return None, None, True, [*outputs, final_response(session.record)], info  # type: ignore[arg-type]
+    session.answer(reply if isinstance(reply, str) else str(reply))
+    nxt = session.pending
+    state = {"sample": session.sample.id, "rounds": session.rounds}
+    if nxt is None:
+        assert session.record is not None
+        state["status"] = session.record.status
+        return None, None, True, [*outputs, final_response(session.record)], {"state": state}
+    state["next"] = nxt.purpose
+    visuals = [settings().dispatcher.image(ref) for ref in target_images(nxt)]
+    return visuals, turn_text(nxt, first=False), False, None, {"state": state, "edct_session": session}
+
+
+# ----------------------------------------------------------------------------- scoring
+
+
+def parse_final(doc: dict[str, Any], response: object) -> SampleRecord:
+    """The sample record a final response carries; an error record when it carries none."""
+    text = response[0] if isinstance(response, list) and response else response
+    reason = None
+    if isinstance(text, str) and text.strip().startswith("{"):
+        try:
+            return SampleRecord.model_validate_json(text)
+        except ValueError as exc:
+            try:
+                payload = json.loads(text)
+            except json.JSONDecodeError:
+                payload = None
+            reason = (
+                f"lmms-eval ended the agentic loop early: {payload.get('error')}"
+                if isinstance(payload, dict) and payload.get("error")
+                else f"final response is not a record: {exc}"
+            )
+    else:
+        reason = f"final response is not a record: {str(text)[:200]!r}"
+    return SampleRecord(sample=sample_of(doc, ""), status="error", reason=reason)
+
+
+def sample_values(record: SampleRecord) -> dict[str, float | int | None]:
+    """Per-sample values of every metric: None where the sample does not count (SPEC §3)."""
+    scores = record.scores if record.status == "scored" else None
+    out: dict[str, float | int | None] = {
+        scoring.CCS_BINARY: scores.ccs_binary if scores else None,
+        scoring.CCS_GRADED: scores.ccs_graded if scores else None,
+    }
+    for k in scoring.POSITIONS:
+        for name, attr in ((scoring.ac_name(k), "ac"), (scoring.ef_name(k), "ef")):
+            per_position = getattr(scores, attr) if scores else ()
+            out[name] = per_position[k - 1] if len(per_position) >= k else None
+    return out
+
+
+def metric_names() -> list[str]:
+    """Every metric the task YAML declares, in order."""
+    names = list(scoring.METRIC_NAMES)
+    names += [f"{m}{suffix}" for m in scoring.METRIC_NAMES for suffix in CI_SUFFIXES]
+    return [*names, *COUNT_NAMES, SETUP_NAME]
+
+
+def audit(record: SampleRecord, images: Any | None) -> dict[str, Any]:
+    """The readable digest logged with each sample (the full record is the response itself)."""
+
+    def path(ref: str | None) -> str | None:
+        if not ref:
+            return None
+        return str(images.path(ref)) if images is not None else ref
+
+    steps = []
+    for s in record.steps:
+        steps.append(
+            {
+                "index": s.index,
+                "concept": s.instruction.concept,
+                "instruction": s.instruction.as_text(),
+                "edit_target": s.edit_target.model_dump() if s.edit_target else None,
+                "attempts": [
+                    {
+                        "attempt": a.attempt,
+                        "image": path(a.image),
+                        "failure": a.failure,
+                        "passed": a.passed,
+                        "r_in": a.check.r_in if a.check is not None else None,
+                        "r_out": a.check.r_out if a.check is not None else None,
+                    }
+                    for a in s.attempts
+                ],
+                "verified": s.verified,
+                "requery": s.requery.model_dump() if s.requery else None,
+                "requery_error": s.requery_error,
+                "ac": s.binary.ac if s.binary else None,
+                "ef": s.binary.ef if s.binary else None,
+                "ac_reason": s.binary.ac_reason if s.binary else None,
+                "ef_reason": s.binary.ef_reason if s.binary else None,
+                "binary_error": s.binary.error if s.binary else None,
+                "graded": s.graded.score if s.graded else None,
+                "graded_reason": s.graded.reason if s.graded else None,
+                "graded_error": s.graded.error if s.graded else None,
+            }
+        )
+    return {
+        "id": record.sample.id,
+        "domain": record.sample.domain,
+        "status": record.status,
+        "reason": record.reason,
+        "image": path(record.sample.image),
+        "baseline": record.baseline.model_dump() if record.baseline else None,
+        "concepts": list(record.concepts.concepts) if record.concepts else [],
+        "concepts_error": record.concepts.error if record.concepts else None,
+        "instructions_error": record.instructions.error if record.instructions else None,
+        "steps": steps,
+    }
+
+
+def process_results(doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+    """Scores of one document: every metric's per-sample value, counts, and the audit digest."""
+    record = parse_final(doc, results)
+    values = sample_values(record)
+    out: dict[str, Any] = dict(values)
+    for name, value in values.items():
+        for suffix in CI_SUFFIXES:
+            out[f"{name}{suffix}"] = value
+    for name in COUNT_NAMES:
+        out[name] = int(record.status == name[2:])
+    try:
+        s = settings()
+        images, setup = s.images, s.describe()
+    except Exception as exc:  # the digest is still useful without resolved paths
+        images, setup = None, {"error": f"{type(exc).__name__}: {exc}"}
+    out[SETUP_NAME] = {**audit(record, images), "setup": setup}
+    return out
+
+
+def _present(items: Iterable[Any]) -> list[float]:
+    return [float(v) for v in items if v is not None and not (isinstance(v, float) and math.isnan(v))]
+
+
+def _boot(items: Iterable[Any]) -> Any:
+    s = settings()
+    return bootstrap_ci(_present(items), n_resamples=s.config.bootstrap_resamples, seed=s.protocol.seed)
+
+
+def _wilson(items: Iterable[Any]) -> Any:
+    values = _present(items)
+    return wilson_interval(int(sum(values)), len(values))
+
+
+def agg_mean(items: list[Any]) -> float:
+    """CCS (binary / graded): mean over scored samples (the bootstrap's point estimate)."""
+    return float(_boot(items).estimate)
+
+
+def agg_boot_low(items: list[Any]) -> float:
+    return float(_boot(items).low)
+
+
+def agg_boot_high(items: list[Any]) -> float:
+    return float(_boot(items).high)
+
+
+def agg_rate(items: list[Any]) -> float:
+    """AC / EF at position k: proportion over samples judged there."""
+    return float(_wilson(items).estimate)
+
+
+def agg_wilson_low(items: list[Any]) -> float:
+    return float(_wilson(items).low)
+
+
+def agg_wilson_high(items: list[Any]) -> float:
+    return float(_wilson(items).high)
+
+
+def agg_count(items: list[Any]) -> int:
+    return int(sum(int(v) for v in items if v is not None))
+
+
+def agg_setup(items: list[Any]) -> str:
+    """The run's EDCT setup on one line in the results; each logged sample has it in full."""
+    d = settings().describe()
+    roles = " ".join(f"{r}={spec['backend']}" for r, spec in sorted(d["roles"].items()))
+    prompts_tag = ",".join(f"{n}@{v.split('+')[0]}" for n, v in sorted(d["prompt_versions"].items()))
+    return f"k={d['protocol']['k']} {roles} prompts={prompts_tag}"
+
+
+def group_not_pooled(metrics: list[Any], sizes: list[int], weight_by_size: bool = True) -> float:
+    """Group value of a CI bound: not defined (bounds do not average); NaN."""
+    return float("nan")
+
+
+def scores_equal(a: SampleScores | None, b: SampleScores | None) -> bool:
+    return (a.model_dump() if a else None) == (b.model_dump() if b else None)
+
+
+def group_sum(metrics: list[Any], sizes: list[int], weight_by_size: bool = True) -> int:
+    """Group value of a count: the sum over domains."""
+    return int(sum(metrics))

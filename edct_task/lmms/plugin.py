@@ -1,0 +1,178 @@
+"""The lmms-eval side of the plugin: the ``edct_reference`` model and the entry-point manifest.
+
+``pyproject.toml`` declares::
+
+    [project.entry-points."lmms_eval.models"]
+    edct = "edct_task.lmms.plugin:manifests"
+
+lmms-eval calls ``manifests()`` while it builds its model registry (on ``import
+lmms_eval.evaluator``, before any ``TaskManager`` exists). That call is the only early hook a plugin
+gets, so besides returning the model manifest it adds this package's task folder to every
+``TaskManager`` built afterwards: ``lmms-eval --tasks edct_bench`` works without ``--include_path``.
+If a future lmms-eval no longer lets it do that, it says so and prints the ``--include_path`` form.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from edct_task.lmms.turns import parse_turn
+from model_adapters.contracts import ChatMessage, Completion, GenerationParams
+
+log = logging.getLogger(__name__)
+
+MODEL_NAME = "edct_reference"
+_PATCHED = "_edct_task_dir_added"
+
+
+def task_dir() -> str:
+    from task_configs import TASK_DIR
+
+    return str(TASK_DIR)
+
+
+def include_path_hint() -> str:
+    return f"lmms-eval --include_path {task_dir()} --tasks edct_bench ..."
+
+
+def register_task_folder() -> bool:
+    """Make every later ``lmms_eval.tasks.TaskManager`` index our task folder. True on success."""
+    try:
+        from lmms_eval.tasks import TaskManager
+    except Exception as exc:
+        _warn(f"could not import lmms_eval.tasks.TaskManager ({type(exc).__name__}: {exc})")
+        return False
+    original = getattr(TaskManager, "initialize_tasks", None)
+    if original is None:
+        _warn("lmms_eval.tasks.TaskManager has no initialize_tasks()")
+        return False
+    if getattr(original, _PATCHED, False):
+        return True
+    folder = task_dir()
+
+    @functools.wraps(original)
+    def initialize_tasks(self: Any, include_path: Any = None, include_defaults: bool = True) -> Any:
+        paths = (
+            []
+            if include_path is None
+            else ([include_path] if isinstance(include_path, str) else list(include_path))
+        )
+        if not any(str(p).rstrip("/") == folder for p in paths):
+            paths.append(folder)
+        return original(self, include_path=paths, include_defaults=include_defaults)
+
+    setattr(initialize_tasks, _PATCHED, True)
+    TaskManager.initialize_tasks = initialize_tasks  # type: ignore[method-assign]
+    return True
+
+
+def _warn(why: str) -> None:
+    print(
+        f"edct-bench: could not register the EDCT task folder with lmms-eval ({why}).\n"
+        f"Pass it explicitly:\n  {include_path_hint()}",
+        file=sys.stderr,
+    )
+
+
+def manifests() -> list[Any]:
+    """Entry point of group ``lmms_eval.models``: our model manifest (and the task folder)."""
+    from lmms_eval.models.registry_v2 import ModelManifest
+
+    register_task_folder()
+    return [ModelManifest(model_id=MODEL_NAME, chat_class_path=f"{__name__}.EdctReference")]
+
+
+# ----------------------------------------------------------------------------- the reference model
+
+
+def messages_to_chat(
+    messages: Sequence[dict[str, Any]], system_prompts: Sequence[str] = ()
+) -> list[ChatMessage]:
+    """lmms-eval chat messages → our ``ChatMessage`` list.
+
+    A single user turn that carries a rendered history (the agentic path) is expanded back into
+    the conversation it stands for, with its images on the first user turn.
+    """
+    out: list[ChatMessage] = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, str):
+            texts, images = [content], []
+        else:
+            texts = [c.get("text", "") for c in content or [] if c.get("type") == "text"]
+            images = [c.get("url") for c in content or [] if c.get("type") == "image"]
+        out.append(ChatMessage(m["role"], "\n".join(texts), tuple(i.convert("RGB") for i in images)))
+    users = [m for m in out if m.role == "user"]
+    if len(users) == 1 and not any(m.role == "assistant" for m in out):
+        user = users[0]
+        turns = parse_turn(user.text, system_prompts)
+        expanded: list[ChatMessage] = [m for m in out if m.role == "system"]
+        first_user = True
+        for role, text in turns:
+            images = user.images if role == "user" and first_user else ()
+            first_user = first_user and role != "user"
+            expanded.append(ChatMessage(role, text, images))  # type: ignore[arg-type]
+        return expanded
+    return out
+
+
+def _lmms_base() -> type:
+    from lmms_eval.api.model import lmms
+
+    return lmms
+
+
+class EdctReference(_lmms_base()):  # type: ignore[misc]
+    """``--model edct_reference --model_args behavior=faithful|prior|stale|mixed:P[,latency_s=S]``.
+
+    The calibration world's reference VLM as an lmms-eval chat model. ``latency_s`` sleeps once
+    per ``generate_until`` call (per batch, like a batched server) to simulate a remote model.
+    """
+
+    is_simple = False
+
+    def __init__(
+        self,
+        behavior: str = "faithful",
+        latency_s: float = 0.0,
+        batch_size: int | str = 1,
+        device: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__()
+        from edct_task.calibration import ReferenceVLM
+
+        if kwargs:
+            log.warning("edct_reference ignores model_args %s", sorted(kwargs))
+        self.model = ReferenceVLM(str(behavior))
+        self.latency_s = float(latency_s)
+        self.batch_size_per_gpu = int(batch_size) if str(batch_size).isdigit() else 1
+        self.calls = 0
+
+    def _system_prompts(self) -> tuple[str, ...]:
+        from edct_task.calibration import world
+
+        return (world.DRIVING_SYSTEM_PROMPT,)
+
+    def generate_until(self, requests: list[Any]) -> list[str]:
+        self.calls += 1
+        if self.latency_s:
+            time.sleep(self.latency_s)
+        conversations = []
+        for req in requests:
+            _ctx, doc_to_messages, _gen_kwargs, doc_id, task, split = req.args
+            messages = doc_to_messages(self.task_dict[task][split][doc_id])
+            conversations.append(messages_to_chat(messages, self._system_prompts()))
+        replies = self.model.generate(conversations, GenerationParams())
+        return [r.text if isinstance(r, Completion) else f"(reference model error: {r})" for r in replies]
+
+    def loglikelihood(self, requests: list[Any]) -> list[tuple[float, bool]]:
+        raise NotImplementedError("edct_reference only generates text")
+
+    def generate_until_multi_round(self, requests: list[Any]) -> list[str]:
+        raise NotImplementedError("edct_reference: use generate_until / generate_until_agentic")

@@ -1,0 +1,181 @@
+"""What a finished run left on disk, read back: records, results and image files.
+
+Two kinds of run are read:
+
+``edct``
+    an ``edct run`` / ``edct demo`` output folder: ``results.json``, ``samples.jsonl`` (one
+    ``SampleRecord`` per line) and ``images/<sample folder>/`` (``sample_folder`` names it).
+``lmms``
+    an lmms-eval output folder written with ``--log_samples`` by the ``lmms-eval`` CLI or
+    ``edct run --model``: ``[<model>/]<date>_results.json`` and ``<date>_samples_<task>.jsonl``,
+    whose final responses are the sample records and whose ``edct`` entry names the image store.
+
+The tools that turn runs into reports, bundles and audit pages read runs only through
+``load_run``; they never re-run a model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from edct_task.engine.records import SampleRecord
+
+RESULTS_FILE = "results.json"
+SAMPLES_FILE = "samples.jsonl"
+IMAGES_DIR = "images"
+
+
+class RunReadError(ValueError):
+    """A path is not a readable run; the message says what was expected there."""
+
+
+def sample_folder(sample_id: str) -> str:
+    """The folder of one sample's images: a readable slug plus a digest of the exact id.
+
+    Injective and safe: ids that sanitise alike (``x/y`` and ``x_y``), ``..`` and ``''`` each get
+    their own folder inside ``images/``, and no id can name a path outside it.
+    """
+    slug = "".join(c if c.isalnum() or c in "-_" else "_" for c in sample_id)[:48] or "_"
+    return f"{slug}-{hashlib.sha256(sample_id.encode('utf-8')).hexdigest()[:12]}"
+
+
+def image_files(record: SampleRecord) -> dict[str, str]:
+    """``relative file name → image ref`` of one sample: the original and every edit attempt."""
+    folder = f"{IMAGES_DIR}/{sample_folder(record.sample.id)}"
+    out = {f"{folder}/original.png": record.sample.image} if record.sample.image else {}
+    for step in record.steps:
+        for a in step.attempts:
+            if a.image:
+                out[f"{folder}/step{step.index}_attempt{a.attempt + 1}.png"] = a.image
+    return out
+
+
+@dataclass
+class LoadedRun:
+    """One run as read from disk."""
+
+    path: Path
+    kind: Literal["edct", "lmms"]
+    records: list[SampleRecord]
+    results: dict[str, Any]
+    """``results.json`` of an ``edct`` run; lmms-eval's aggregated results file of an ``lmms`` run."""
+    tasks: dict[str, list[SampleRecord]] = field(default_factory=dict)
+    """lmms runs: records per lmms-eval task; edct runs: empty."""
+    _images: dict[str, Path] = field(default_factory=dict, repr=False)
+
+    def image_path(self, ref: str | None) -> Path | None:
+        """The file holding image ``ref``, or None when the run did not keep it."""
+        if not ref:
+            return None
+        path = self._images.get(ref)
+        return path if path is not None and path.is_file() else None
+
+
+def load_run(path: Path | str) -> LoadedRun:
+    """Read an ``edct run`` folder or an lmms-eval output folder (see the module docstring).
+
+    Raises
+    ------
+    RunReadError
+        When ``path`` is neither, or a file in it cannot be parsed; the message names the file.
+    """
+    root = Path(path)
+    if (root / RESULTS_FILE).is_file() and (root / SAMPLES_FILE).is_file():
+        return _load_edct(root)
+    if root.is_dir() and any(_lmms_sample_files(root)):
+        return _load_lmms(root)
+    raise RunReadError(
+        f"{root} is not a run folder: expected {RESULTS_FILE} + {SAMPLES_FILE} (an `edct run` output) "
+        "or lmms-eval output with logged samples (*_samples_<task>.jsonl; run lmms-eval with --log_samples)"
+    )
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RunReadError(f"{path}: not readable JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise RunReadError(f"{path}: expected a JSON object")
+    return value
+
+
+def _records(path: Path, lines: Iterator[tuple[int, str]]) -> list[SampleRecord]:
+    out = []
+    for number, line in lines:
+        try:
+            out.append(SampleRecord.model_validate_json(line))
+        except ValueError as exc:
+            first = str(exc).splitlines()[0]
+            raise RunReadError(f"{path}, line {number}: not a sample record ({first})") from None
+    return out
+
+
+def _load_edct(root: Path) -> LoadedRun:
+    results = _read_json(root / RESULTS_FILE)
+    samples = root / SAMPLES_FILE
+    text = samples.read_text(encoding="utf-8")
+    records = _records(samples, ((i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip()))
+    images: dict[str, Path] = {}
+    for record in records:
+        for name, ref in image_files(record).items():
+            images.setdefault(ref, root / name)
+    return LoadedRun(root, "edct", records, results, _images=images)
+
+
+def _lmms_sample_files(root: Path) -> Iterator[Path]:
+    return (p for p in sorted(root.rglob("*_samples_*.jsonl")) if p.is_file())
+
+
+def _load_lmms(root: Path) -> LoadedRun:
+    from edct_task.engine.stage_cache import ImageStore
+
+    tasks: dict[str, list[SampleRecord]] = {}
+    images: dict[str, Path] = {}
+    for path in _lmms_sample_files(root):
+        task = path.stem.split("_samples_", 1)[1]
+        found: list[SampleRecord] = []
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                logged = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise RunReadError(f"{path}, line {number}: not JSON ({exc})") from None
+            response = _final_response(logged)
+            if response is None:
+                continue  # another task's sample (lmms-eval logs every task of a run)
+            (record,) = _records(path, iter([(number, response)]))
+            found.append(record)
+            store = ((logged.get("edct") or {}).get("setup") or {}).get("work_dir")
+            if store:
+                for ref in _refs(record):
+                    images.setdefault(ref, ImageStore(store).path(ref))
+        if found:
+            tasks[task] = found
+    if not tasks:
+        raise RunReadError(f"{root}: no logged sample of an EDCT task (edct_bench*, edct_calibration)")
+    results_files = sorted(root.rglob("*_results.json"))
+    results = _read_json(results_files[-1]) if results_files else {}
+    records = [r for found in tasks.values() for r in found]
+    return LoadedRun(root, "lmms", records, results, tasks=tasks, _images=images)
+
+
+def _final_response(logged: dict[str, Any]) -> str | None:
+    """The sample record JSON an EDCT task logged as its final response, if this is one."""
+    for key in ("filtered_resps", "resps"):
+        value = logged.get(key)
+        while isinstance(value, list) and value:
+            value = value[0]
+        if isinstance(value, str) and value.lstrip().startswith('{"sample"'):
+            return value
+    return None
+
+
+def _refs(record: SampleRecord) -> Iterator[str]:
+    yield from image_files(record).values()

@@ -1,0 +1,76 @@
+"""The ``edct`` command line, called in-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from edct_task.cli.main import main
+from edct_task.config import calibration_config
+
+
+def test_demo_prints_the_score_table_and_writes_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert main(["demo", "-n", "6", "--no-progress", "--output", str(tmp_path / "d")]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if "CCS_binary" in line)
+    assert all(col in header for col in ("CCS_graded", "AC k=1", "AC k=2", "EF k=1", "EF k=2", "excluded"))
+    overall = next(line for line in out.splitlines() if line.startswith("overall"))
+    assert overall.split()[1] == "1.000" and overall.split()[-4:] == ["6", "0", "0", "0"]
+    results = json.loads((tmp_path / "d" / "results.json").read_text())
+    assert results["results"]["overall"]["counts"]["scored"] == 6
+
+
+def test_run_from_a_yaml_file_with_overrides(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    cfg = calibration_config("prior", n=6, output_dir=tmp_path / "r").model_dump(mode="json")
+    cfg["progress"] = False
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    assert main(["run", "--config", str(path), "--set", "protocol.k=1"]) == 0
+    results = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert results["config"]["protocol"]["k"] == 1
+    assert results["results"]["overall"]["metrics"]["ac_k2"]["n"] == 0
+    assert results["results"]["overall"]["metrics"]["ccs_binary"]["estimate"] == 0.0
+
+
+def test_configuration_errors_exit_2_with_the_reason(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("roles:\n  target: {backend: calibration-reference}\n")
+    assert main(["run", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "configuration error" in err and "extractor" in err and "judge" in err
+
+
+def test_stability_gives_mean_and_sample_sd(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    values = [0.55, 0.60, 0.62]
+    for i, v in enumerate(values):
+        metrics = {
+            name: {"estimate": v, "low": v, "high": v, "n": 10, "method": "x"}
+            for name in ("ccs_binary", "ccs_graded", "ac_k1", "ac_k2", "ef_k1", "ef_k2")
+        }
+        (tmp_path / f"r{i}").mkdir()
+        (tmp_path / f"r{i}" / "results.json").write_text(
+            json.dumps({"results": {"overall": {"metrics": metrics}}})
+        )
+    assert main(["stability", *(str(tmp_path / f"r{i}") for i in range(3))]) == 0
+    table = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert table["ccs_binary"]["mean"] == pytest.approx(np.mean(values))
+    assert table["ccs_binary"]["sd"] == pytest.approx(np.std(values, ddof=1))
+    assert table["ccs_binary"]["runs"] == 3
+    assert main(["stability", str(tmp_path / "r0")]) == 2
+
+
+def test_serve_without_vllm_says_how_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no vllm executable anywhere
+    assert main(["serve", "target", "Qwen/Qwen3-VL-8B-Instruct", "--port", "8011"]) == 1
+    assert "pip install vllm" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["serve", "editor", "some-model"])
+    assert exc.value.code == 2
