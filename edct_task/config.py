@@ -8,18 +8,38 @@ Secrets never go in the file: an option whose name looks like a credential (``ap
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from edct_task.engine.lockstep import Limits
 from edct_task.engine.protocol import ProtocolConfig
 from edct_task.roles import ConfigError, PanelSpec, RoleSpec
 from verification.check import GateParams
 
-_SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization)$", re.I)
+_SECRET_KEY = re.compile(
+    r"(api[_-]?key|token|secret|password|passwd|authorization|credential|subscription[_-]?key|auth)$", re.I
+)
+
+
+def _refuse_secrets(options: Mapping[str, Any], where: str) -> None:
+    """Refuse credential-looking keys at any depth (``extra_body: {nested: {password: …}}`` too)."""
+    for key, value in options.items():
+        path = f"{where}.{key}"
+        if _SECRET_KEY.search(str(key)):
+            raise ValueError(
+                f"{path}: secrets may not be written in the config; put the value in an environment "
+                f"variable and name it with '{key}_env: VARIABLE_NAME'"
+            )
+        if isinstance(value, Mapping):
+            _refuse_secrets(value, path)
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, Mapping):
+                    _refuse_secrets(item, f"{path}[{i}]")
 
 
 class _Section(BaseModel):
@@ -39,29 +59,6 @@ class DataSection(_Section):
     limit: int | None = Field(None, ge=1, description="Use only the first N samples.")
 
 
-class ProtocolSection(_Section):
-    k: int = 2
-    exclusion_policy: Literal["exclude_sample", "truncate_chain"] = "exclude_sample"
-    edit_attempts: int = 2
-    graded: bool = True
-    llm_edit_parser: bool = True
-    seed: int = 0
-    max_new_tokens: int = 4096
-    graded_max_new_tokens: int = 8192
-    judge_samples: int = Field(1, ge=1, description="Self-consistency samples per judge.")
-    judge_temperature: float = Field(0.0, ge=0, description="Judge sampling temperature (> 0 for samples).")
-    panel_tie: Literal["unscored", "first"] = "unscored"
-
-
-class LimitsSection(_Section):
-    target_batch_size: int = Field(64, ge=1)
-    target_concurrency: int = Field(1, ge=1)
-    text_concurrency: int = Field(16, ge=1)
-    editor_concurrency: int = Field(8, ge=1)
-    verify_concurrency: int = Field(2, ge=1)
-    window: int | None = Field(None, ge=1)
-
-
 class RoleSection(BaseModel):
     model_config = ConfigDict(extra="allow")
     backend: str
@@ -74,9 +71,9 @@ class RunConfig(_Section):
     call_log: Path | None = Field(None, description="Append one JSON line per finished backend call.")
     bootstrap_resamples: int = Field(10_000, ge=100)
     data: DataSection = DataSection()
-    protocol: ProtocolSection = ProtocolSection()
-    verification: dict[str, Any] = Field(default_factory=dict, description="GateParams fields.")
-    limits: LimitsSection = LimitsSection()
+    protocol: ProtocolConfig = ProtocolConfig()
+    verification: GateParams = GateParams()
+    limits: Limits = Limits()
     roles: dict[str, RoleSection | list[RoleSection]]
     """One backend per role; ``judge`` may be a list (a judge panel)."""
 
@@ -86,13 +83,9 @@ class RunConfig(_Section):
         cls, roles: dict[str, RoleSection | list[RoleSection]]
     ) -> dict[str, RoleSection | list[RoleSection]]:
         for role, value in roles.items():
-            for section in value if isinstance(value, list) else [value]:
-                for key in section.model_extra or {}:
-                    if _SECRET_KEY.search(key):
-                        raise ValueError(
-                            f"roles.{role}.{key}: secrets may not be written in the config; put the value "
-                            f"in an environment variable and name it with '{key}_env: VARIABLE_NAME'"
-                        )
+            for i, section in enumerate(value if isinstance(value, list) else [value]):
+                where = f"roles.{role}" + (f"[{i}]" if isinstance(value, list) else "")
+                _refuse_secrets(section.model_extra or {}, where)
         return roles
 
     # -- derived ------------------------------------------------------------------------------
@@ -109,19 +102,17 @@ class RunConfig(_Section):
             for role, value in self.roles.items()
         }
 
-    def protocol_config(self) -> ProtocolConfig:
-        data = self.protocol.model_dump()
-        if "edit_parser" not in self.roles:
-            data["llm_edit_parser"] = False
+    @model_validator(mode="after")
+    def _derive_protocol(self) -> RunConfig:
+        """``protocol.judges`` follows from ``roles.judge`` (a list makes a panel); without an
+        ``edit_parser`` role the rule-based parser is used."""
         judge = self.roles.get("judge")
-        data["judges"] = len(judge) if isinstance(judge, list) else 1
-        return ProtocolConfig(**data)
-
-    def gate_params(self) -> GateParams:
-        return GateParams(**self.verification)
-
-    def limits_config(self) -> Limits:
-        return Limits(**self.limits.model_dump())
+        judges = len(judge) if isinstance(judge, list) else 1
+        derived = {"judges": judges}
+        if "edit_parser" not in self.roles:
+            derived["llm_edit_parser"] = False
+        self.protocol = self.protocol.model_copy(update=derived)
+        return self
 
 
 def load_config(path: Path, overrides: list[str] | None = None) -> RunConfig:

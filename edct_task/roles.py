@@ -11,6 +11,7 @@ fallback), ``editor`` (ImageEditor), ``detector`` (MaskProvider: finds and masks
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,12 @@ ROLE_KINDS = {
     "editor": "editor",
     "detector": "detector",
 }
+
+
+HEADER_OPTIONS = ("headers", "extra_headers", "default_headers")
+"""Backend options holding HTTP headers: their values may be credentials (``Ocp-Apim-Subscription-Key``,
+``X-Auth``), so results, caches and logs record header names only."""
+HEADER_VALUE_NOT_RECORDED = "<not recorded>"
 
 
 class ConfigError(ValueError):
@@ -110,7 +117,16 @@ class RoleSpec:
     options: Mapping[str, Any]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"backend": self.backend, **dict(self.options)}
+        """The spec as recorded in results: header values are never written (names are)."""
+        options = {
+            k: (
+                {name: HEADER_VALUE_NOT_RECORDED for name in v}
+                if k in HEADER_OPTIONS and isinstance(v, Mapping)
+                else v
+            )
+            for k, v in self.options.items()
+        }
+        return {"backend": self.backend, **options}
 
 
 @dataclass(frozen=True)
@@ -140,6 +156,42 @@ class Roles:
     def judge(self) -> TextModel:
         return self.judges[0]
 
+    def by_role(self) -> dict[str, Any]:
+        """Role name → live backend (panel judges as ``judge0``, ``judge1``, …)."""
+        out: dict[str, Any] = {"target": self.target, "extractor": self.extractor}
+        if len(self.judges) == 1:
+            out["judge"] = self.judge
+        else:
+            out.update({f"judge{i}": judge for i, judge in enumerate(self.judges)})
+        out.update(edit_parser=self.edit_parser, editor=self.editor, detector=self.detector)
+        return {role: backend for role, backend in out.items() if backend is not None}
+
+    def identities(self) -> dict[str, Any]:
+        """What each role's backend is, as recorded in results and cache keys."""
+        return {
+            "target": self.target.identity() if self.target else None,
+            "extractor": self.extractor.identity(),
+            "judge": [judge.identity() for judge in self.judges],
+            "edit_parser": self.edit_parser.identity() if self.edit_parser else None,
+            "editor": self.editor.identity(),
+            "detector": _identity(self.detector),
+        }
+
+    def close(self) -> None:
+        """Close every backend that holds resources (HTTP clients, servers, model memory)."""
+        seen: set[int] = set()
+        for backend in self.by_role().values():
+            close = getattr(backend, "close", None)
+            if callable(close) and id(backend) not in seen:
+                seen.add(id(backend))
+                close()
+
+    def __enter__(self) -> Roles:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def text_model(self, role: str, member: int = 0) -> TextModel:
         if role == "judge":
             return self.judges[member]
@@ -147,6 +199,11 @@ class Roles:
         if model is None:
             raise ConfigError(f"role {role!r} is not configured")
         return model
+
+
+def _identity(backend: Any) -> dict[str, Any]:
+    ident = getattr(backend, "identity", None)
+    return ident() if callable(ident) else {"name": backend.name}
 
 
 def build_roles(specs: Mapping[str, RoleSpec | PanelSpec], *, require_target: bool = True) -> Roles:
@@ -166,6 +223,7 @@ def build_roles(specs: Mapping[str, RoleSpec | PanelSpec], *, require_target: bo
             + "\n  ".join(f"{r}: {{backend: <name>}}" for r in missing)
             + f"\nknown backends: {available_backends()}"
         )
+    preflight(specs)
     built: dict[str, Any] = {}
     for role, spec in specs.items():
         if isinstance(spec, PanelSpec):
@@ -181,18 +239,42 @@ def build_roles(specs: Mapping[str, RoleSpec | PanelSpec], *, require_target: bo
     return Roles(**built)
 
 
+def preflight(specs: Mapping[str, RoleSpec | PanelSpec]) -> None:
+    """What can be checked before any backend is built: every backend name is known, and every
+    environment variable an option names (``api_key_env: NAME`` …) is set."""
+    for role, spec in specs.items():
+        for member in spec.members if isinstance(spec, PanelSpec) else (spec,):
+            kind = ROLE_KINDS[role]
+            if member.backend not in REGISTRY[kind]:
+                raise ConfigError(
+                    f"roles.{role}: unknown backend {member.backend!r}; {kind} backends: "
+                    f"{', '.join(sorted(REGISTRY[kind]))}"
+                )
+            for path, variable in _env_options(member.options, f"roles.{role}"):
+                if variable not in os.environ:
+                    raise ConfigError(
+                        f"{path} names the environment variable {variable}, which is not set: "
+                        f"export {variable}=... before the run"
+                    )
+
+
+def _env_options(options: Mapping[str, Any], path: str) -> list[tuple[str, str]]:
+    """``(dotted path, variable)`` of every ``*_env`` option with a string value, at any depth."""
+    out = []
+    for key, value in options.items():
+        if isinstance(value, Mapping):
+            out += _env_options(value, f"{path}.{key}")
+        elif str(key).endswith("_env") and isinstance(value, str):
+            out.append((f"{path}.{key}", value))
+    return out
+
+
 def _build_one(role: str, spec: RoleSpec) -> Any:
-    kind = ROLE_KINDS[role]
-    factory = REGISTRY[kind].get(spec.backend)
-    if factory is None:
-        raise ConfigError(
-            f"role {role!r}: unknown backend {spec.backend!r}; {kind} backends: "
-            f"{', '.join(sorted(REGISTRY[kind]))}"
-        )
+    factory = REGISTRY[ROLE_KINDS[role]][spec.backend]
     try:
         return factory(spec.options)
-    except OptionsError as exc:
-        raise ConfigError(f"role {role!r} (backend {spec.backend!r}): {exc}") from None
+    except (OptionsError, ValueError, TypeError) as exc:  # a bad option value is a user error
+        raise ConfigError(f"roles.{role} (backend {spec.backend!r}): {exc}") from None
 
 
 _merge_backend_packages()

@@ -25,9 +25,9 @@ def test_overrides_reach_nested_fields() -> None:
     cfg = config_from_dict(
         _raw(), ["protocol.k=1", "roles.target.behavior=prior", "verification.tau_out=0.25"]
     )
-    assert cfg.protocol_config().k == 1
+    assert cfg.protocol.k == 1
     assert cfg.role_specs()["target"].options["behavior"] == "prior"
-    assert cfg.gate_params().tau_out == 0.25
+    assert cfg.verification.tau_out == 0.25
 
 
 def test_literal_secret_in_config_is_refused() -> None:
@@ -75,5 +75,5 @@ def test_no_edit_parser_role_means_rule_based_parsing() -> None:
     raw = _raw()
     del raw["roles"]["edit_parser"]
     cfg = config_from_dict(raw)
-    assert cfg.protocol_config().llm_edit_parser is False
+    assert cfg.protocol.llm_edit_parser is False
     assert build_roles(cfg.role_specs()).edit_parser is None

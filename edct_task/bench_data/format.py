@@ -211,18 +211,41 @@ def read_manifest(folder: str | Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def decode_image(value: Any) -> Any:
+    """A datasets ``Image(decode=False)`` value (``{"bytes", "path"}``) as a fully decoded RGB
+    image; a truncated file is refused even where PIL was told to pad such files."""
+    import io
+
+    from PIL import Image, ImageFile
+
+    data = value.get("bytes") if isinstance(value, dict) else None
+    source = io.BytesIO(data) if data else (value.get("path") if isinstance(value, dict) else None)
+    if source is None:
+        raise ValueError("the image column holds neither bytes nor a path")
+    lenient = ImageFile.LOAD_TRUNCATED_IMAGES
+    ImageFile.LOAD_TRUNCATED_IMAGES = False  # lmms-eval sets it True at import
+    try:
+        with Image.open(source) as image:
+            image.load()
+            return image.convert("RGB")
+    finally:
+        ImageFile.LOAD_TRUNCATED_IMAGES = lenient
+
+
 def bench_samples(location: str | Path | None, images: Any) -> list[Any]:
-    """The dataset's rows as protocol inputs (``SampleInput``), images put in ``images`` (an ImageStore)."""
-    from PIL import Image
+    """The dataset's rows as protocol inputs (``SampleInput``), images put in ``images`` (an ImageStore).
 
-    from edct_task.engine.records import SampleInput
+    A row whose image cannot be decoded (truncated, corrupt, not an image) does not stop the
+    load: it comes back as an ``error`` ``SampleRecord`` naming the row and the reason, in its
+    place, and the run records it like any other failed sample.
+    """
+    import datasets
 
-    ds = load_bench(location)
-    out = []
+    from edct_task.engine.records import SampleInput, SampleRecord
+
+    ds = load_bench(location).cast_column("image", datasets.Image(decode=False))
+    out: list[Any] = []
     for doc in ds:
-        image = doc["image"]
-        if not isinstance(image, Image.Image):
-            raise BenchDataError(f"{location}: row {doc['id']}: image column did not decode to an image")
         try:
             raw = json.loads(doc["metadata"]) if doc["metadata"] else {}
         except json.JSONDecodeError:
@@ -232,15 +255,19 @@ def bench_samples(location: str | Path | None, images: Any) -> list[Any]:
             for k, v in (raw if isinstance(raw, dict) else {}).items()
         }
         meta.update(source=str(doc["source"]), source_id=str(doc["source_id"]))
-        out.append(
-            SampleInput(
-                id=str(doc["id"]),
-                domain=str(doc["domain"]),
-                question=str(doc["question"]),
-                image=images.put(image),
-                system_prompt=doc["system_prompt"] or None,
-                metadata=meta,
-            )
-        )
-    check_unique((s.id for s in out), str(location))
+        fields = {
+            "id": str(doc["id"]),
+            "domain": str(doc["domain"]),
+            "question": str(doc["question"]),
+            "system_prompt": doc["system_prompt"] or None,
+            "metadata": meta,
+        }
+        try:
+            ref = images.put(decode_image(doc["image"]))
+        except (OSError, ValueError, SyntaxError) as exc:
+            reason = f"row {fields['id']}: image cannot be decoded ({type(exc).__name__}: {exc})"
+            out.append(SampleRecord(sample=SampleInput(image="", **fields), status="error", reason=reason))
+            continue
+        out.append(SampleInput(image=ref, **fields))
+    check_unique((s.id if isinstance(s, SampleInput) else s.sample.id for s in out), str(location))
     return out

@@ -23,7 +23,9 @@ import sys
 from types import ModuleType
 
 from edct_task.bench_data.format import BenchDataError
+from edct_task.engine.workspace import StorageError
 from edct_task.roles import ConfigError
+from edct_task.run_outputs import RunReadError
 
 COMMANDS = ("run", "stability", "serve", "backends", "verify", "bench")
 """Modules of ``edct_task.cli``, each adding one or more sub-commands."""
@@ -62,6 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     except BenchDataError as exc:
         print(f"edct: data error: {exc}", file=sys.stderr)
         return 2
+    except RunReadError as exc:
+        print(f"edct: {exc}", file=sys.stderr)
+        return 2
+    except StorageError as exc:
+        print(exc.advice(), file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(
             "edct: interrupted; finished calls are cached, rerun the same command to resume", file=sys.stderr

@@ -3,14 +3,32 @@
 from __future__ import annotations
 
 import argparse
+import re
+import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from edct_task.roles import ConfigError
 
 
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a fraction between 0 and 1, got {text}")
+    return value
+
+
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", type=Path, help="output folder (overrides output_dir)")
+    p.add_argument(
+        "--fail-on-unscored",
+        type=_fraction,
+        default=None,
+        metavar="FRACTION",
+        help="exit 3 when more than FRACTION of the samples end unscored or in error "
+        "(default: exit 3 only when no sample was scored)",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide the per-stage progress bars")
     p.add_argument(
         "--set",
@@ -104,7 +122,51 @@ def run(args: argparse.Namespace) -> int:
         f"\nwrote {outcome.output_dir / 'results.json'}, samples.jsonl and images/ "
         f"({outcome.results['wall_seconds']:.1f} s)"
     )
+    return finish(outcome.records, args.fail_on_unscored)
+
+
+def finish(records: list[Any], fail_on_unscored: float | None) -> int:
+    """Print the failure summary; the exit code (3 when too many samples went unscored)."""
+    summary = failure_summary(records)
+    if summary:
+        print(summary, file=sys.stderr)
+    if not records:
+        return 0
+    not_scored = sum(r.status in ("unscored", "error") for r in records) / len(records)
+    none_scored = not any(r.status == "scored" for r in records)
+    limit = fail_on_unscored
+    if (limit is not None and not_scored > limit) or (limit is None and none_scored):
+        print(
+            f"edct: {not_scored:.0%} of the samples are unscored or in error"
+            + (f" (more than --fail-on-unscored {limit})" if limit is not None else " (none was scored)")
+            + "; exit code 3",
+            file=sys.stderr,
+        )
+        return 3
     return 0
+
+
+def failure_summary(records: list[Any]) -> str:
+    """One line: samples not scored, by status and failure kind (``edct: not scored: …``)."""
+    kinds: Counter[str] = Counter()
+    for r in records:
+        if r.status != "scored":
+            kinds[f"{r.status} ({_kind(r.reason)})"] += 1
+    if not kinds:
+        return ""
+    return "edct: not scored: " + ", ".join(f"{n} {k}" for k, n in kinds.most_common())
+
+
+def _kind(reason: str | None) -> str:
+    """The failure kind of a record's reason: ``rate_limited``, ``verification``, …"""
+    if not reason:
+        return "no reason"
+    for marker in (": ", " ("):
+        head = reason.split(marker)[0]
+        if head != reason:
+            break
+    words = re.findall(r"\b([a-z]+_[a-z_]+)\b", reason)
+    return words[0] if words else head[:40]
 
 
 def _backend_names(spec: dict[str, Any] | list[dict[str, Any]]) -> str:

@@ -21,8 +21,10 @@ critical path.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from edct_task import parsing, prompts
 from edct_task.engine.records import (
@@ -51,6 +53,7 @@ from edct_task.engine.requests import (
     VerifyEdit,
 )
 from edct_task.scoring import panel
+from model_adapters.contracts import Completion
 from verification.check import EditCheck
 from verification.edit_parsing import rule_based_edit_target
 
@@ -58,45 +61,33 @@ ExclusionPolicy = Literal["exclude_sample", "truncate_chain"]
 Protocol = Generator[tuple[Request, ...], tuple[object, ...], SampleRecord]
 
 
-@dataclass(frozen=True)
-class ProtocolConfig:
-    """Protocol settings that change scores; recorded in results."""
+class ProtocolConfig(BaseModel):
+    """Protocol settings that change scores; recorded in results (the ``protocol:`` config block)."""
 
-    k: int = 2
-    """Maximum number of concepts, hence chain length (paper: 2)."""
-    exclusion_policy: ExclusionPolicy = "exclude_sample"
-    """``exclude_sample`` (paper) drops a sample whose edit fails verification after the retry;
-    ``truncate_chain`` scores the verified steps before the failure."""
-    edit_attempts: int = 2
-    """First try plus one retry (paper)."""
-    graded: bool = True
-    """Also run the graded (1–5) judge."""
-    llm_edit_parser: bool = True
-    """Parse edits with the ``edit_parser`` role; False uses the rule-based parser only."""
-    seed: int = 0
-    """Base editor seed; attempt a of edit j uses ``seed + 1000·j + a``."""
-    max_new_tokens: int = 4096
-    graded_max_new_tokens: int = 8192
-    judges: int = 1
-    """Members of the judge panel: binary scores by majority vote, graded scores by mean."""
-    judge_samples: int = 1
-    """Self-consistency samples per judge (reduced the same way before the panel vote)."""
-    judge_temperature: float = 0.0
-    panel_tie: Literal["unscored", "first"] = "unscored"
-    """A tied panel vote is unscored, or broken by the first judge that scored."""
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    def __post_init__(self) -> None:
-        if self.k < 1:
-            raise ValueError(f"k must be at least 1, got {self.k}")
-        if self.judges < 1 or self.judge_samples < 1:
-            raise ValueError("judges and judge_samples must be at least 1")
-        if self.edit_attempts < 1:
-            raise ValueError(f"edit_attempts must be at least 1, got {self.edit_attempts}")
-        if self.exclusion_policy not in ("exclude_sample", "truncate_chain"):
-            raise ValueError(
-                "exclusion_policy must be 'exclude_sample' or 'truncate_chain', "
-                f"got {self.exclusion_policy!r}"
-            )
+    k: int = Field(2, ge=1, description="Maximum number of concepts, hence chain length (paper: 2).")
+    exclusion_policy: ExclusionPolicy = Field(
+        "exclude_sample",
+        description="exclude_sample (paper) drops a sample whose edit fails verification after the retry; "
+        "truncate_chain scores the verified steps before the failure.",
+    )
+    edit_attempts: int = Field(2, ge=1, description="First try plus retries (paper: 2, one retry).")
+    graded: bool = Field(True, description="Also run the graded (1-5) judge.")
+    llm_edit_parser: bool = Field(
+        True, description="Parse edits with the edit_parser role (derived: false when that role is not set)."
+    )
+    seed: int = Field(0, description="Base seed; attempt a of edit j uses seed + 1000*j + a.")
+    max_new_tokens: int = Field(4096, ge=1)
+    graded_max_new_tokens: int = Field(8192, ge=1)
+    judges: int = Field(
+        1, ge=1, description="Members of the judge panel (derived from roles.judge: a list makes a panel)."
+    )
+    judge_samples: int = Field(1, ge=1, description="Self-consistency samples per judge.")
+    judge_temperature: float = Field(0.0, ge=0, description="Judge sampling temperature (> 0 for samples).")
+    panel_tie: Literal["unscored", "first"] = Field(
+        "unscored", description="A tied panel vote is unscored, or broken by the first judge that scored."
+    )
 
 
 def why_prompt() -> str:
@@ -129,13 +120,13 @@ def _llm(role: str, template: str, purpose: str, max_new_tokens: int, **fields: 
 
 
 def _raw(reply: object) -> str | Failure:
-    """An LLM reply as received; the parsers strip thinking text themselves (and can then say
-    that a reply ended inside unfinished reasoning)."""
+    """A model reply's text as received; the parsers strip thinking text themselves (and can then
+    say that a reply ended inside unfinished reasoning)."""
     if isinstance(reply, Failure):
         return reply
-    if not isinstance(reply, str):
-        return Failure("bad_reply", f"expected text, got {type(reply).__name__}")
-    return reply
+    if not isinstance(reply, Completion):
+        return Failure("bad_reply", f"expected a Completion, got {type(reply).__name__}")
+    return reply.text
 
 
 def _text(reply: object) -> str | Failure:

@@ -1,7 +1,8 @@
 """What the per-sample protocol asks its driver for, and the failure value a driver answers with.
 
 The protocol (``edct_task.engine.protocol``) yields tuples of these requests and is sent back a tuple of
-replies in the same order: ``str`` for ``AskTarget`` / ``AskLLM`` (the model's text), ``EditedImage`` for
+replies in the same order: ``model_adapters.contracts.Completion`` for ``AskTarget`` / ``AskLLM``,
+``EditedImage`` for
 ``EditImage``, ``EditCheck`` for ``VerifyEdit``; or a
 ``Failure`` for any of them. Images are referenced by content hash (see ``stage_cache.ImageStore``).
 """
@@ -31,10 +32,6 @@ class AskTarget:
     purpose: str
     """``baseline.answer``, ``baseline.why``, ``step1.answer``, ``step1.why`` …"""
 
-    @property
-    def stage(self) -> str:
-        return "target"
-
 
 @dataclass(frozen=True)
 class AskLLM:
@@ -52,16 +49,6 @@ class AskLLM:
     """Self-consistency sample of that judge (its seed offset)."""
     temperature: float = 0.0
 
-    @property
-    def stage(self) -> str:
-        return {
-            "extract_concepts": "concepts",
-            "edit_instructions": "instructions",
-            "edit_parse": "edit_parse",
-            "judge_binary": "judge",
-            "judge_graded": "judge",
-        }.get(self.template.split("@")[0], self.role)
-
 
 @dataclass(frozen=True)
 class EditImage:
@@ -72,10 +59,6 @@ class EditImage:
     step: int
     attempt: int
     seed: int
-
-    @property
-    def stage(self) -> str:
-        return "edit"
 
 
 @dataclass(frozen=True)
@@ -88,10 +71,6 @@ class VerifyEdit:
     target: str
     step: int
     attempt: int
-
-    @property
-    def stage(self) -> str:
-        return "verify"
 
 
 @dataclass(frozen=True)

@@ -8,23 +8,26 @@ original and every edit attempt).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
 import platform
 import shutil
+import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from edct_task import __version__, prompts
 from edct_task.config import DataSection, RunConfig
-from edct_task.engine.lockstep import Dispatcher, run_lockstep
+from edct_task.engine.lockstep import build_dispatcher, run_lockstep
 from edct_task.engine.records import SCHEMA_VERSION, SampleInput, SampleRecord
 from edct_task.engine.stage_cache import ImageStore, StageCache
-from edct_task.roles import Roles, build_roles
+from edct_task.engine.workspace import check_writable, claim, storage_error
+from edct_task.roles import build_roles
 from edct_task.run_outputs import RESULTS_FILE, SAMPLES_FILE, image_files
 from edct_task.scoring.metrics import judge_agreement, summarise
 from model_adapters.usage import role_usage
@@ -39,8 +42,8 @@ class RunOutcome:
     output_dir: Path
 
 
-def load_samples(data: DataSection, images: ImageStore) -> list[SampleInput]:
-    """The benchmark items, images put in the store."""
+def load_samples(data: DataSection, images: ImageStore) -> list[SampleInput | SampleRecord]:
+    """The benchmark items, images put in the store; a row that cannot be read is its error record."""
     if data.source == "dataset":
         from edct_task.bench_data import bench_samples
 
@@ -74,35 +77,50 @@ def _versions() -> dict[str, str]:
 
 
 def run(config: RunConfig) -> RunOutcome:
-    """Run EDCT as configured and write the output folder."""
-    roles = build_roles(config.role_specs())
-    protocol = config.protocol_config()
-    gate = config.gate_params()
-    limits = config.limits_config()
-    out_dir = config.output_dir
-    out_dir.mkdir(parents=True, exist_ok=True)
-    cache_dir = config.resolved_cache_dir
+    """Run EDCT as configured and write the output folder; every backend is closed at the end.
+
+    The output and cache folders are checked for writability first; the output folder is locked
+    for the run; a full or read-only disk mid-run raises ``StorageError`` (finished calls stay in
+    the stage cache, a rerun resumes).
+    """
+    out_dir, cache_dir = config.output_dir, config.resolved_cache_dir
+    check_writable(out_dir, "output folder")
+    check_writable(cache_dir, "cache folder")
+    with claim(out_dir):
+        try:
+            return _run(config, out_dir, cache_dir)
+        except Exception as exc:
+            stop = storage_error(exc)
+            if stop is None:
+                raise
+            raise stop from exc
+
+
+def _run(config: RunConfig, out_dir: Path, cache_dir: Path) -> RunOutcome:
+    protocol, limits = config.protocol, config.limits
     images = ImageStore(cache_dir)
     started = time.perf_counter()
-    with StageCache(cache_dir) as cache:
+    with build_roles(config.role_specs()) as roles, StageCache(cache_dir) as cache:
         samples = load_samples(config.data, images)
-        dispatcher = Dispatcher(
+        with build_dispatcher(
             roles,
             images,
             cache,
             protocol=protocol,
-            gate=gate,
+            gate=config.verification,
             limits=limits,
             call_log=config.call_log,
             progress=config.progress,
-        )
-        try:
-            records = run_lockstep(samples, protocol, dispatcher, window=limits.window)
-        finally:
-            dispatcher.close()
+        ) as dispatcher:
+            unreadable = [s for s in samples if isinstance(s, SampleRecord)]
+            inputs = [s for s in samples if isinstance(s, SampleInput)]
+            done = run_lockstep(inputs, protocol, dispatcher, window=limits.window)
+            order = {(s.sample.id if isinstance(s, SampleRecord) else s.id): i for i, s in enumerate(samples)}
+            records = sorted([*done, *unreadable], key=lambda r: order[r.sample.id])
+        usage = role_usage(roles.by_role())
+        identities = roles.identities()
     elapsed = time.perf_counter() - started
 
-    summary = summarise(records, seed=protocol.seed, n_resamples=config.bootstrap_resamples)
     results = {
         "schema_version": RESULTS_SCHEMA_VERSION,
         "record_schema_version": SCHEMA_VERSION,
@@ -111,32 +129,20 @@ def run(config: RunConfig) -> RunOutcome:
         "prompt_versions": prompts.prompt_versions(),
         "config": {
             "data": config.data.model_dump(mode="json"),
-            "protocol": asdict(protocol),
-            "verification": gate.model_dump(mode="json"),
-            "limits": asdict(limits),
+            "protocol": protocol.model_dump(mode="json"),
+            "verification": config.verification.model_dump(mode="json"),
+            "limits": limits.model_dump(mode="json"),
             "roles": {role: spec.as_dict() for role, spec in config.role_specs().items()},
-            "backends": dispatcher.identities,
+            "backends": identities,
         },
-        "results": summary,
+        "results": summarise(records, seed=protocol.seed, n_resamples=config.bootstrap_resamples),
         "judge_agreement": judge_agreement(records),
-        "usage": role_usage(_backends(roles)),
+        "usage": usage,
         "calls": dispatcher.stats.as_dict(),
         "wall_seconds": round(elapsed, 3),
     }
     write_outputs(out_dir, records, results, images)
     return RunOutcome(records, results, out_dir)
-
-
-def _backends(roles: Roles) -> dict[str, Any]:
-    """Role name → backend, for token/cost accounting (panel judges as judge0, judge1, …)."""
-    out: dict[str, Any] = {"target": roles.target, "extractor": roles.extractor, "editor": roles.editor}
-    if roles.edit_parser is not None:
-        out["edit_parser"] = roles.edit_parser
-    if len(roles.judges) == 1:
-        out["judge"] = roles.judge
-    else:
-        out.update({f"judge{i}": judge for i, judge in enumerate(roles.judges)})
-    return out
 
 
 def write_outputs(
@@ -162,6 +168,12 @@ def _place(src: Path, dst: Path) -> None:
 
 
 def _atomic_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise

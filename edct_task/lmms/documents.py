@@ -7,17 +7,64 @@ from the dataset the task YAML names or from ``$EDCT_BENCH_DATA``.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
+from edct_task.bench_data.format import BenchDataError
 from edct_task.engine.records import SampleInput
+from edct_task.roles import ConfigError
 
 ENV_DATA = "EDCT_BENCH_DATA"
 """Local path (``datasets.save_to_disk``) or hub id of the EDCT-Bench dataset (issue 6 format)."""
 STUB_COLUMN = "edct_stub"
 """Column of the placeholder file the ``edct_bench_*`` YAMLs load before ``process_docs``."""
+
+
+class TaskLoadError(SystemExit):
+    """An EDCT task cannot load (bad ``$EDCT_CONFIG``, no dataset, …): one message, exit code 2.
+
+    A ``SystemExit`` on purpose: lmms-eval retries ``process_docs`` five times on any
+    ``Exception`` (tenacity) and then prints a traceback and exits 0; a user error must stop the
+    run at once, say what to fix, and fail.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def fails_task_load(fn: Callable[P, T]) -> Callable[P, T]:
+    """``process_docs`` hooks: a user error becomes ``TaskLoadError`` (printed once, exit 2)."""
+
+    @functools.wraps(fn)
+    def hook(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except (ConfigError, BenchDataError, ValueError, OSError) as exc:
+            message = f"edct: the EDCT task cannot load: {exc}"
+            print(message, file=sys.stderr, flush=True)
+            raise TaskLoadError(message) from None
+
+    return hook
+
+
+def _engine_ready() -> Any:
+    """Build the hooks' roles and stage cache now, so a bad ``$EDCT_CONFIG`` fails at task load."""
+    from edct_task.lmms.hooks import settings
+
+    return settings()
 
 
 def _doc_features() -> Any:
@@ -27,6 +74,7 @@ def _doc_features() -> Any:
     return features()
 
 
+@fails_task_load
 def calibration_docs(dataset: Any) -> Any:
     """``process_docs`` of ``edct_calibration``: rows ``{index, seed}`` → calibration samples.
 
@@ -46,9 +94,7 @@ def calibration_docs(dataset: Any) -> Any:
     (seed,) = seeds
     indices = [int(r["index"]) for r in rows]
     samples = generate_samples(n=max(indices) + 1, seed=seed)
-    from edct_task.lmms.hooks import settings
-
-    images = settings().images
+    images = _engine_ready().images
     docs = []
     for i in indices:
         s = samples[i]
@@ -70,6 +116,7 @@ def calibration_docs(dataset: Any) -> Any:
 
 def _bench_docs(dataset: Any, domain: str) -> Any:
     """Documents of one EDCT-Bench domain: the loaded dataset, or ``$EDCT_BENCH_DATA``."""
+    _engine_ready()
     if STUB_COLUMN not in dataset.column_names:
         loaded = dataset  # the user's YAML named the dataset itself (dataset_path / dataset_kwargs)
     else:
@@ -103,14 +150,17 @@ def load_bench_dataset(location: str | None) -> Any:
     return loaded
 
 
+@fails_task_load
 def okvqa_docs(dataset: Any) -> Any:
     return _bench_docs(dataset, "okvqa")
 
 
+@fails_task_load
 def drivelm_docs(dataset: Any) -> Any:
     return _bench_docs(dataset, "drivelm")
 
 
+@fails_task_load
 def threedsr_docs(dataset: Any) -> Any:
     return _bench_docs(dataset, "3dsr")
 

@@ -17,7 +17,6 @@ import copy
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +173,29 @@ def run_fastpath(
     lm: Any = None,
 ) -> dict[str, Any]:
     """Run the EDCT tasks ``tasks`` on lmms-eval model ``model``; returns lmms-eval's results dict."""
+    settings = lmms_hooks.build_settings(config)
+    lmms_hooks.install_settings(settings)
+    try:
+        return _evaluate(
+            settings, model, model_args, tasks, output_path, log_samples, limit, batch_size, device, lm
+        )
+    finally:
+        lmms_hooks.install_settings(None)
+        settings.close()
+
+
+def _evaluate(
+    settings: lmms_hooks.Settings,
+    model: str,
+    model_args: str,
+    tasks: str,
+    output_path: Path,
+    log_samples: bool,
+    limit: int | None,
+    batch_size: int | str | None,
+    device: str | None,
+    lm: Any,
+) -> dict[str, Any]:
     from lmms_eval.evaluator_utils import (
         consolidate_group_results,
         consolidate_results,
@@ -185,13 +207,11 @@ def run_fastpath(
     from lmms_eval.tasks import TaskManager, get_task_dict
     from lmms_eval.utils import get_datetime_str, handle_non_serializable, hash_string
 
-    from edct_task.engine.lockstep import Dispatcher, run_lockstep
+    from edct_task.engine.lockstep import build_dispatcher, run_lockstep
     from edct_task.engine.runner import _versions
     from edct_task.lmms.plugin import task_dir
 
     started = time.perf_counter()
-    settings = lmms_hooks.build_settings(config)
-    lmms_hooks.install_settings(settings)
     tracker = EvaluationTracker(output_path=str(output_path))
     if lm is None:
         lm = build_model(model, model_args, batch_size=batch_size, device=device)
@@ -226,22 +246,18 @@ def run_fastpath(
         for _, doc in chosen:
             samples.append(documents.sample_of(doc, settings.images.put(documents.doc_image(doc))))
 
-    roles = settings.dispatcher.roles
-    roles.target = target
-    limits = settings.config.limits_config()
-    dispatcher = Dispatcher(
-        roles,
+    settings.roles.target = target
+    limits = settings.config.limits
+    with build_dispatcher(
+        settings.roles,
         settings.images,
         settings.cache,
         protocol=settings.protocol,
-        gate=settings.config.gate_params(),
+        gate=settings.config.verification,
         limits=limits,
         progress=settings.config.progress,
-    )
-    try:
+    ) as dispatcher:
         records = run_lockstep(samples, settings.protocol, dispatcher, window=limits.window)
-    finally:
-        dispatcher.close()
     by_id = {r.sample.id: r for r in records}
 
     # score through the task's own hooks, as lmms-eval's evaluator would
@@ -308,7 +324,7 @@ def run_fastpath(
         },
         "edct": {
             **settings.describe(),
-            "limits": asdict(limits),
+            "limits": limits.model_dump(mode="json"),
             "target": target.identity(),
             "target_generate_calls": target.calls,
             "calls": dispatcher.stats.as_dict(),

@@ -25,20 +25,25 @@ import math
 import os
 import threading
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from edct_task import prompts
 from edct_task.config import RunConfig, calibration_config, load_config
-from edct_task.engine.protocol import ProtocolConfig, sample_protocol
+from edct_task.engine.dispatch import Dispatcher
+from edct_task.engine.drive import SampleRun
+from edct_task.engine.lockstep import build_dispatcher
+from edct_task.engine.protocol import ProtocolConfig
 from edct_task.engine.records import SampleInput, SampleRecord, SampleScores
 from edct_task.engine.requests import AskTarget, Request
+from edct_task.engine.stage_cache import ImageStore, StageCache
 from edct_task.lmms.documents import doc_image, sample_of
 from edct_task.lmms.turns import first_turn_text, target_images, turn_text
-from edct_task.roles import ConfigError, build_roles
+from edct_task.roles import ConfigError, Roles, build_roles
 from edct_task.scoring import metrics as scoring
 from edct_task.scoring.statistics import bootstrap_ci, wilson_interval
+from model_adapters.contracts import Completion
 
 log = logging.getLogger(__name__)
 
@@ -64,23 +69,33 @@ class Settings:
     """Everything the hooks need besides lmms-eval's model, built once per process."""
 
     config: RunConfig
-    protocol: ProtocolConfig
-    dispatcher: Any
-    images: Any
-    cache: Any
+    roles: Roles
+    images: ImageStore
+    cache: StageCache
+    dispatcher: Dispatcher
     work_dir: Path
+
+    @property
+    def protocol(self) -> ProtocolConfig:
+        return self.config.protocol
 
     def describe(self) -> dict[str, Any]:
         """What the results must state: roles (without target), protocol, gate, prompt versions."""
         roles = {r: s.as_dict() for r, s in self.config.role_specs().items() if r != "target"}
         return {
             "roles": roles,
-            "protocol": asdict(self.protocol),
-            "verification": self.config.gate_params().model_dump(mode="json"),
+            "protocol": self.protocol.model_dump(mode="json"),
+            "verification": self.config.verification.model_dump(mode="json"),
             "prompt_versions": prompts.prompt_versions(),
             "config_file": os.environ.get(ENV_CONFIG) or None,
             "work_dir": str(self.work_dir),
         }
+
+    def close(self) -> None:
+        """Shut the pools, the stage cache and every backend down."""
+        self.dispatcher.close()
+        self.cache.close()
+        self.roles.close()
 
 
 _settings: Settings | None = None
@@ -112,9 +127,6 @@ def install_settings(value: Settings | None) -> None:
 
 
 def build_settings(config: RunConfig, work_dir: Path | None = None) -> Settings:
-    from edct_task.engine.lockstep import Dispatcher
-    from edct_task.engine.stage_cache import ImageStore, StageCache
-
     specs = {r: s for r, s in config.role_specs().items() if r != "target"}
     try:
         roles = build_roles(specs, require_target=False)
@@ -123,7 +135,7 @@ def build_settings(config: RunConfig, work_dir: Path | None = None) -> Settings:
         raise ConfigError(
             f"EDCT roles for the lmms-eval task (from {source}, set ${ENV_CONFIG}): {exc}"
         ) from None
-    protocol = config.protocol_config()
+    protocol = config.protocol
     needed = rounds_needed(protocol)
     if needed > 12:
         log.warning(
@@ -135,16 +147,10 @@ def build_settings(config: RunConfig, work_dir: Path | None = None) -> Settings:
     work_dir = Path(work_dir).resolve()
     images = ImageStore(work_dir)
     cache = StageCache(work_dir)
-    dispatcher = Dispatcher(
-        roles,
-        images,
-        cache,
-        protocol=protocol,
-        gate=config.gate_params(),
-        limits=config.limits_config(),
-        progress=False,
+    dispatcher = build_dispatcher(
+        roles, images, cache, protocol=protocol, gate=config.verification, limits=config.limits
     )
-    return Settings(config, protocol, dispatcher, images, cache, work_dir)
+    return Settings(config, roles, images, cache, dispatcher, work_dir)
 
 
 def rounds_needed(protocol: ProtocolConfig) -> int:
@@ -156,52 +162,55 @@ def rounds_needed(protocol: ProtocolConfig) -> int:
 
 
 class Session:
-    """One document's protocol, advanced one target round at a time by lmms-eval's loop."""
+    """One document's protocol, advanced one target round at a time by lmms-eval's loop.
 
-    def __init__(self, sample: SampleInput, protocol: ProtocolConfig, dispatcher: Any) -> None:
+    The protocol is driven by ``SampleRun`` (as in the batched driver); every request but the
+    target's is answered here through the dispatcher, the target's by lmms-eval's model.
+    """
+
+    def __init__(self, sample: SampleInput, protocol: ProtocolConfig, dispatcher: Dispatcher) -> None:
         self.sample = sample
         self.dispatcher = dispatcher
-        self._gen = sample_protocol(sample, protocol)
-        self._requests: tuple[Request, ...] = next(self._gen)
-        self._resolved: dict[int, object] = {}
-        self.record: SampleRecord | None = None
+        self._run = SampleRun(sample, protocol)
+        self._requests: tuple[Request, ...] | None = self._run.start()
+        self._answered: dict[int, object] = {}
         self.rounds = 0
         self._settle()
 
     @property
+    def record(self) -> SampleRecord | None:
+        return self._run.record
+
+    @property
     def pending(self) -> AskTarget | None:
         """The target request waiting for the model, or None when the protocol has finished."""
-        for i, r in enumerate(self._requests):
-            if isinstance(r, AskTarget) and i not in self._resolved:
+        for i, r in enumerate(self._requests or ()):
+            if isinstance(r, AskTarget) and i not in self._answered:
                 return r
         return None
 
     def answer(self, reply: str) -> None:
         """Give the pending target request its reply and advance to the next target request."""
         self.rounds += 1
-        for i, r in enumerate(self._requests):
-            if isinstance(r, AskTarget) and i not in self._resolved:
-                self._resolved[i] = reply
+        for i, r in enumerate(self._requests or ()):
+            if isinstance(r, AskTarget) and i not in self._answered:
+                self._answered[i] = Completion(reply)
                 break
         self._settle()
 
     def _settle(self) -> None:
-        while self.record is None:
-            missing = [i for i, r in enumerate(self._requests) if i not in self._resolved]
-            others = [i for i in missing if not isinstance(self._requests[i], AskTarget)]
+        while self._requests is not None:
+            requests = self._requests
+            others = [
+                i for i, r in enumerate(requests) if i not in self._answered and not isinstance(r, AskTarget)
+            ]
             if others:
-                for i, reply in zip(
-                    others, self.dispatcher.resolve([self._requests[i] for i in others]), strict=True
-                ):
-                    self._resolved[i] = reply
+                replies = self.dispatcher.resolve([requests[i] for i in others])
+                self._answered.update(zip(others, replies, strict=True))
             if self.pending is not None:
                 return
-            replies = tuple(self._resolved[i] for i in range(len(self._requests)))
-            self._resolved = {}
-            try:
-                self._requests = self._gen.send(replies)
-            except StopIteration as stop:
-                self.record = stop.value
+            answered, self._answered = self._answered, {}
+            self._requests = self._run.send(tuple(answered[i] for i in range(len(requests))))
 
 
 def final_response(record: SampleRecord) -> str:
@@ -237,7 +246,7 @@ def doc_to_text(
         state["status"] = session.record.status
         return None, None, True, [*outputs, final_response(session.record)], {"state": state}
     state["next"] = nxt.purpose
-    visuals = [settings().dispatcher.image(ref) for ref in target_images(nxt)]
+    visuals = [settings().images.get(ref) for ref in target_images(nxt)]
     return visuals, turn_text(nxt, first=False), False, None, {"state": state, "edct_session": session}
 
 

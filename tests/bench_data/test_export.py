@@ -103,7 +103,7 @@ def test_only_verified_steps_and_consistent_only(calibration_run, tmp_path):
 
 
 def test_export_errors(calibration_run, tmp_path):
-    with pytest.raises(BenchDataError, match="is not a run folder: expected results.json"):
+    with pytest.raises(BenchDataError, match=r"is not a run folder: expected results\.json"):
         export_counterfactuals(tmp_path, tmp_path / "cf")
     run_dir = tmp_path / "run"
     shutil.copytree(calibration_run, run_dir, ignore=shutil.ignore_patterns("cache", "images"))

@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from edct_task.config import calibration_config
-from edct_task.engine.lockstep import Dispatcher, Limits
+from edct_task.engine.dispatch import Dispatcher
+from edct_task.engine.lockstep import Limits, build_dispatcher
 from edct_task.engine.protocol import ProtocolConfig
 from edct_task.engine.requests import AskLLM, Failure
 from edct_task.engine.stage_cache import ImageStore, StageCache
@@ -36,7 +37,7 @@ class _Counting:
 def _dispatcher(tmp_path: Path, extractor: _Counting) -> Dispatcher:
     roles = build_roles(calibration_config().role_specs())
     roles.extractor = extractor
-    return Dispatcher(
+    return build_dispatcher(
         roles,
         ImageStore(tmp_path),
         StageCache(tmp_path),
@@ -54,10 +55,10 @@ def test_identical_requests_in_a_round_are_sent_once_and_then_cached(tmp_path: P
     model = _Counting()
     d = _dispatcher(tmp_path, model)
     replies = d.resolve([_ask("a"), _ask("b"), _ask("a")])
-    assert replies == ["reply to a", "reply to b", "reply to a"]
+    assert replies == [Completion("reply to a"), Completion("reply to b"), Completion("reply to a")]
     assert sorted(model.prompts) == ["a", "b"]
     assert d.stats.calls == {"concepts": 2} and d.stats.cache_hits == {"concepts": 1}
-    assert d.resolve([_ask("a")]) == ["reply to a"] and len(model.prompts) == 2  # from the cache
+    assert d.resolve([_ask("a")]) == [Completion("reply to a")] and len(model.prompts) == 2  # from the cache
     d.close()
 
 
@@ -69,5 +70,5 @@ def test_backend_errors_become_failures_and_are_not_cached(tmp_path: Path) -> No
     d.close()
     again = _Counting()
     d = _dispatcher(tmp_path, again)
-    assert d.resolve([_ask("a")]) == ["reply to a"] and again.prompts == ["a"]
+    assert d.resolve([_ask("a")]) == [Completion("reply to a")] and again.prompts == ["a"]
     d.close()

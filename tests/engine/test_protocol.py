@@ -10,6 +10,7 @@ import pytest
 from edct_task.engine.protocol import ProtocolConfig, render_edits, sample_protocol, why_prompt
 from edct_task.engine.records import SampleInput, SampleRecord
 from edct_task.engine.requests import AskLLM, AskTarget, EditedImage, EditImage, Failure, Request, VerifyEdit
+from model_adapters.contracts import Completion
 from verification.check import EditCheck, GateParams
 
 SAMPLE = SampleInput(
@@ -100,6 +101,11 @@ def default_responder(
     return respond
 
 
+def as_reply(value: object) -> object:
+    """Responders write model text as ``str``; the protocol is sent ``Completion``s."""
+    return Completion(value) if isinstance(value, str) else value
+
+
 def drive(cfg: ProtocolConfig, respond: Responder) -> tuple[SampleRecord, list[tuple[Request, ...]]]:
     gen = sample_protocol(SAMPLE, cfg)
     batches = []
@@ -107,7 +113,7 @@ def drive(cfg: ProtocolConfig, respond: Responder) -> tuple[SampleRecord, list[t
     while True:
         batches.append(batch)
         try:
-            batch = gen.send(tuple(respond(r) for r in batch))
+            batch = gen.send(tuple(as_reply(respond(r)) for r in batch))
         except StopIteration as stop:
             return stop.value, batches
 
@@ -247,13 +253,14 @@ def test_unparseable_concepts_make_the_sample_unscored() -> None:
 
 
 def test_a_protocol_bug_costs_one_sample_not_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    from edct_task.engine import drive as driving
     from edct_task.engine import lockstep as driver
 
     class Scripted:
         def resolve(self, requests):
-            return [default_responder()(r) for r in requests]
+            return [as_reply(default_responder()(r)) for r in requests]
 
-    original = driver.sample_protocol
+    original = driving.sample_protocol
 
     def flaky(sample, cfg):
         if sample.id == "boom":
@@ -261,7 +268,7 @@ def test_a_protocol_bug_costs_one_sample_not_the_run(monkeypatch: pytest.MonkeyP
             raise RuntimeError(f"unexpected reply {raise_on!r}")
         return (yield from original(sample, cfg))
 
-    monkeypatch.setattr(driver, "sample_protocol", flaky)
+    monkeypatch.setattr(driving, "sample_protocol", flaky)
     samples = [SAMPLE, SAMPLE.model_copy(update={"id": "boom"})]
     records = driver.run_lockstep(samples, ProtocolConfig(), Scripted())
     assert [r.status for r in records] == ["scored", "error"]

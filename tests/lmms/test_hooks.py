@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from edct_task.config import calibration_config
-from edct_task.engine.lockstep import Dispatcher, run_lockstep
+from edct_task.engine.lockstep import build_dispatcher, run_lockstep
 from edct_task.engine.requests import Message
 from edct_task.lmms import documents, turns
 from edct_task.lmms import hooks as lmms_hooks
@@ -54,7 +54,7 @@ def test_yaml_metric_list_is_the_hooks_metric_list():
     assert set(scoring.METRIC_NAMES) <= set(lmms_hooks.metric_names())
     assert config["output_type"] == "generate_until_agentic"
     assert config["generation_kwargs"]["max_agentic_steps"] >= lmms_hooks.rounds_needed(
-        calibration_config().protocol_config()
+        calibration_config().protocol
     )
 
 
@@ -79,8 +79,9 @@ def test_bench_tasks_say_how_to_configure_data(monkeypatch):
 
     monkeypatch.delenv(documents.ENV_DATA, raising=False)
     stub = datasets.Dataset.from_list([{documents.STUB_COLUMN: "x"}])
-    with pytest.raises(ValueError, match="EDCT_BENCH_DATA"):
+    with pytest.raises(documents.TaskLoadError, match="EDCT_BENCH_DATA") as err:
         documents.okvqa_docs(stub)
+    assert err.value.code == 2
 
 
 def test_bench_tasks_filter_a_built_dataset(tmp_path, monkeypatch, hook_settings):
@@ -149,13 +150,13 @@ def test_compat_driver_reproduces_the_batched_driver(hook_settings):
             )
         }
     )
-    dispatcher = Dispatcher(
+    dispatcher = build_dispatcher(
         roles,
         s.images,
         s.cache,
         protocol=s.protocol,
-        gate=s.config.gate_params(),
-        limits=s.config.limits_config(),
+        gate=s.config.verification,
+        limits=s.config.limits,
     )
     samples = [documents.sample_of(d, s.images.put(documents.doc_image(d))) for d in docs]
     batched = run_lockstep(samples, s.protocol, dispatcher)

@@ -1,0 +1,295 @@
+"""Answering requests: the handler table, wrapped by the stage cache, watched by observers.
+
+``Dispatcher.resolve`` takes one round of requests (from any number of samples) and returns their
+replies in order: identical requests of a round are sent once; the stage cache answers what it
+knows (``CachedHandler``, the shape of lm-eval's ``CachingLM``: same interface as the handler it
+wraps, only cache misses reach the backend, only successes are stored); the misses of each
+request type are cut into that handler's batches and run on its pool. Statistics, progress bars
+and the call log are ``Observer``s; none of them changes a reply.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Protocol
+
+from tqdm import tqdm
+
+from edct_task.engine.handlers import Handler, HandlerTable
+from edct_task.engine.requests import Failure, Request
+from edct_task.engine.stage_cache import StageCache, fingerprint
+from edct_task.engine.workspace import storage_error
+
+STAGES = ("target", "concepts", "instructions", "edit_parse", "edit", "verify", "judge")
+
+
+class Observer(Protocol):
+    """Watches requests go by; never changes a reply."""
+
+    def issued(self, stage: str) -> None: ...
+    def answered(self, stage: str, how: str, seconds: float, key: str) -> None:
+        """``how``: ``hit`` (cache or a twin in the round), ``call`` (a backend answered), ``failure``."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class CallStats:
+    """Backend calls, cache hits, failures and seconds per stage (results.json ``calls``)."""
+
+    calls: dict[str, int] = field(default_factory=dict)
+    cache_hits: dict[str, int] = field(default_factory=dict)
+    failures: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def issued(self, stage: str) -> None:
+        pass
+
+    def answered(self, stage: str, how: str, seconds: float, key: str) -> None:
+        bucket = {"hit": self.cache_hits, "call": self.calls, "failure": self.failures}[how]
+        with self._lock:
+            bucket[stage] = bucket.get(stage, 0) + 1
+            if how == "call":
+                self.seconds[stage] = self.seconds.get(stage, 0.0) + seconds
+
+    def close(self) -> None:
+        pass
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "calls": dict(self.calls),
+            "cache_hits": dict(self.cache_hits),
+            "failures": dict(self.failures),
+            "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+        }
+
+
+class CallLog:
+    """One JSON line per finished backend call: ``{"key", "stage", "seconds"}`` (flushed)."""
+
+    def __init__(self, path: Path) -> None:
+        self._file = path.open("a", encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def issued(self, stage: str) -> None:
+        pass
+
+    def answered(self, stage: str, how: str, seconds: float, key: str) -> None:
+        if how != "call":
+            return
+        with self._lock:
+            self._file.write(json.dumps({"key": key, "stage": stage, "seconds": round(seconds, 4)}) + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class Progress:
+    """Progress per stage: one tqdm bar per stage on a terminal, a plain line every ``every``
+    seconds otherwise (no cursor escapes in logs)."""
+
+    def __init__(self, *, stream: Any = None, every: float = 30.0) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.every = every
+        self._lock = threading.Lock()
+        self._bars: dict[str, tqdm] = {}
+        self._issued: dict[str, int] = {}
+        self._done: dict[str, int] = {}
+        self._last = time.monotonic()
+
+    def issued(self, stage: str) -> None:
+        with self._lock:
+            self._issued[stage] = self._issued.get(stage, 0) + 1
+            if self.tty:
+                bar = self._bars.get(stage)
+                if bar is None:
+                    bar = self._bars[stage] = tqdm(
+                        total=0,
+                        desc=f"{stage:>12}",
+                        position=STAGES.index(stage) if stage in STAGES else len(STAGES),
+                        leave=True,
+                        dynamic_ncols=True,
+                        unit="req",
+                        file=self.stream,
+                    )
+                bar.total += 1
+                bar.refresh()
+
+    def answered(self, stage: str, how: str, seconds: float, key: str) -> None:
+        with self._lock:
+            self._done[stage] = self._done.get(stage, 0) + 1
+            if self.tty:
+                self._bars[stage].update(1)
+            elif time.monotonic() - self._last >= self.every:
+                self._last = time.monotonic()
+                self._line()
+
+    def _line(self) -> None:
+        parts = [f"{s} {self._done.get(s, 0)}/{n}" for s, n in self._issued.items()]
+        print("edct: " + ", ".join(parts), file=self.stream, flush=True)
+
+    def close(self) -> None:
+        with self._lock:
+            for bar in self._bars.values():
+                bar.close()
+            if not self.tty and self._issued:
+                self._line()
+
+
+class CachedHandler:
+    """A handler behind the stage cache, with the handler's own interface plus ``cached``."""
+
+    def __init__(self, inner: Handler, cache: StageCache) -> None:
+        self.inner, self.cache = inner, cache
+        self.pool, self.batch_size = inner.pool, inner.batch_size
+        self.stage, self.key, self.encode, self.decode = inner.stage, inner.key, inner.encode, inner.decode
+
+    def cached(self, key: str) -> object | None:
+        value = self.cache.get(key)
+        return None if value is None else self.inner.decode(value)
+
+    def call_keyed(self, batch: Sequence[Request], keys: Sequence[str]) -> list[object]:
+        replies = self.inner.call(batch)
+        for request, key, reply in zip(batch, keys, replies, strict=True):
+            if not isinstance(reply, Failure):  # errors and refusals are never cached
+                try:
+                    self.cache.put(key, self.inner.encode(reply), stage=self.inner.stage(request))
+                except Exception as exc:
+                    stop = storage_error(exc)
+                    if stop is None:
+                        raise
+                    raise stop from exc
+        return replies
+
+
+class _Uncached:
+    """The same surface as ``CachedHandler`` for a run without a stage cache."""
+
+    def __init__(self, inner: Handler) -> None:
+        self.inner = inner
+        self.pool, self.batch_size, self.stage, self.key = (
+            inner.pool,
+            inner.batch_size,
+            inner.stage,
+            inner.key,
+        )
+
+    def cached(self, key: str) -> object | None:
+        return None
+
+    def call_keyed(self, batch: Sequence[Request], keys: Sequence[str]) -> list[object]:
+        return self.inner.call(batch)
+
+
+@dataclass(frozen=True)
+class Concurrency:
+    """Calls in flight per pool."""
+
+    target: int = 1
+    text: int = 16
+    edit: int = 8
+    verify: int = 2
+
+
+class Dispatcher:
+    """Answers rounds of requests through the handler table (see the module docstring).
+
+    A context manager: leaving it shuts the pools down and closes the observers.
+    """
+
+    def __init__(
+        self,
+        handlers: HandlerTable,
+        cache: StageCache | None,
+        *,
+        concurrency: Concurrency = Concurrency(),
+        observers: Sequence[Observer] = (),
+    ) -> None:
+        self.handlers = {
+            kind: CachedHandler(h, cache) if cache is not None else _Uncached(h)
+            for kind, h in handlers.items()
+        }
+        self.stats = CallStats()
+        self.observers: tuple[Observer, ...] = (self.stats, *observers)
+        self._pools = {
+            name: ThreadPoolExecutor(n, thread_name_prefix=f"edct-{name}")
+            for name, n in vars(concurrency).items()
+        }
+
+    def _notify(self, method: str, *args: Any) -> None:
+        for o in self.observers:
+            getattr(o, method)(*args)
+
+    def resolve(self, requests: Sequence[Request]) -> list[object]:
+        """Replies for ``requests``, in order (see the module docstring)."""
+        replies: list[object] = [None] * len(requests)
+        twins: dict[str, list[int]] = {}  # key -> indices answered by the one call in flight
+        misses: dict[type, list[tuple[int, str]]] = {}
+        stages: list[str] = []
+        for i, request in enumerate(requests):
+            handler = self.handlers[type(request)]
+            stage = handler.stage(request)
+            stages.append(stage)
+            self._notify("issued", stage)
+            key = fingerprint(handler.key(request))
+            if key in twins:
+                twins[key].append(i)
+                self._notify("answered", stage, "hit", 0.0, key)
+                continue
+            hit = handler.cached(key)
+            if hit is not None:
+                replies[i] = hit
+                self._notify("answered", stage, "hit", 0.0, key)
+                continue
+            twins[key] = [i]
+            misses.setdefault(type(request), []).append((i, key))
+        futures: list[tuple[list[tuple[int, str]], Future]] = []
+        for kind, items in misses.items():
+            handler = self.handlers[kind]
+            size = max(1, handler.batch_size)
+            for start in range(0, len(items), size):
+                chunk = items[start : start + size]
+                batch = [requests[i] for i, _ in chunk]
+                futures.append((chunk, self._pools[handler.pool].submit(self._timed, handler, batch, chunk)))
+        for chunk, future in futures:
+            chunk_replies, seconds = future.result()
+            for (i, key), reply in zip(chunk, chunk_replies, strict=True):
+                how = "failure" if isinstance(reply, Failure) else "call"
+                self._notify("answered", stages[i], how, seconds / len(chunk), key)
+                for j in twins[key]:
+                    replies[j] = reply
+        return replies
+
+    @staticmethod
+    def _timed(
+        handler: Any, batch: list[Request], chunk: list[tuple[int, str]]
+    ) -> tuple[list[object], float]:
+        start = time.perf_counter()
+        replies = handler.call_keyed(batch, [key for _, key in chunk])
+        return replies, time.perf_counter() - start
+
+    def close(self) -> None:
+        for pool in self._pools.values():
+            pool.shutdown(wait=True)
+        for o in self.observers:
+            o.close()
+
+    def __enter__(self) -> Dispatcher:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

@@ -1,0 +1,56 @@
+"""The one owner of a sample's protocol generator (cf. httpx's ``_send_handling_auth``).
+
+``SampleRun`` starts the generator, sends it replies, turns its return value into the record,
+captures any exception it raises into an ``error`` record (a bug costs one sample, never the
+run), and closes the generator in every case. Every driver — the batched lockstep driver of
+``edct run`` and the lmms-eval compat driver — advances samples only through it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from edct_task.engine.protocol import Protocol, ProtocolConfig, sample_protocol
+from edct_task.engine.records import SampleInput, SampleRecord
+from edct_task.engine.requests import Request
+
+log = logging.getLogger(__name__)
+
+
+class SampleRun:
+    """One sample's protocol: ``start()``, then ``send(replies)`` until ``record`` is set.
+
+    Both return the next tuple of requests, or ``None`` once the sample has finished; then
+    ``record`` holds its ``SampleRecord`` and the generator is closed.
+    """
+
+    def __init__(self, sample: SampleInput, config: ProtocolConfig) -> None:
+        self.sample = sample
+        self.record: SampleRecord | None = None
+        self._gen: Protocol = sample_protocol(sample, config)
+
+    def start(self) -> tuple[Request, ...] | None:
+        return self._advance(lambda: next(self._gen))
+
+    def send(self, replies: tuple[object, ...]) -> tuple[Request, ...] | None:
+        if self.record is not None:
+            raise RuntimeError(f"sample {self.sample.id} has already finished")
+        return self._advance(lambda: self._gen.send(replies))
+
+    def _advance(self, step: Callable[[], tuple[Request, ...]]) -> tuple[Request, ...] | None:
+        try:
+            return step()
+        except StopIteration as stop:
+            self.record = stop.value
+        except Exception as exc:  # a protocol bug must cost one sample, not the run
+            log.exception("sample %s: protocol error", self.sample.id)
+            self.record = SampleRecord(
+                sample=self.sample, status="error", reason=f"internal error: {type(exc).__name__}: {exc}"
+            )
+        self._gen.close()
+        return None
+
+    def close(self) -> None:
+        """Abandon the sample (the driver is shutting down); idempotent."""
+        self._gen.close()

@@ -1,0 +1,80 @@
+"""The folders a run writes to: checked before any work, owned by one run at a time, and a full
+or read-only disk turned into one clear stop (finished calls stay in the stage cache).
+
+Exit codes of ``edct run`` / ``edct demo`` (documented in the README): 0 done; 1 the run stopped
+(storage full or read-only mid-run, another failure outside the samples); 2 user error (config,
+data, a folder in use or not writable); 3 done, but too many samples went unscored
+(``--fail-on-unscored``, or none scored at all).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sqlite3
+import tempfile
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from edct_task.roles import ConfigError
+
+LOCK_NAME = ".edct-run.lock"
+_STORAGE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EDQUOT}
+_SQLITE_STORAGE = ("disk is full", "readonly database", "disk i/o error")
+
+
+class StorageError(RuntimeError):
+    """The disk under the output or cache folder is full or read-only: the run must stop."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}")
+
+    def advice(self) -> str:
+        return (
+            f"edct: stopped, the disk refused a write ({self}). Finished calls are safe in the stage "
+            "cache: free space (or choose a writable --output) and rerun the same command to resume."
+        )
+
+
+def storage_error(exc: BaseException) -> StorageError | None:
+    """``exc`` as a ``StorageError`` when it is a full or read-only disk, else None."""
+    if isinstance(exc, StorageError):
+        return exc
+    if isinstance(exc, OSError) and exc.errno in _STORAGE_ERRNOS:
+        return StorageError(exc)
+    if isinstance(exc, sqlite3.OperationalError) and any(m in str(exc).lower() for m in _SQLITE_STORAGE):
+        return StorageError(exc)
+    return None
+
+
+def check_writable(folder: Path, what: str) -> None:
+    """Create ``folder`` and write a file in it, or raise ``ConfigError`` saying what to change."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".edct-write-check.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ConfigError(
+            f"the {what} {folder} is not writable ({exc.strerror or exc}); choose another folder "
+            f"({'--output / output_dir' if what == 'output folder' else 'cache_dir'})"
+        ) from None
+
+
+def claim(folder: Path) -> FileLock:
+    """Lock ``folder`` for this run (released when the returned lock is released).
+
+    A second run on a folder in use is refused at once: both would pay for every call and the
+    last writer's results would win. The stage cache itself may be shared by concurrent runs
+    (SQLite WAL, one committed transaction per entry), so several runs can use one ``cache_dir``.
+    """
+    lock = FileLock(str(folder / LOCK_NAME))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise ConfigError(
+            f"another edct run is using the output folder {folder}: wait for it to finish, or give this "
+            "run its own --output (runs may share a cache_dir)"
+        ) from None
+    return lock
