@@ -281,4 +281,9 @@ _merge_backend_packages()
 
 
 def available_backends() -> dict[str, list[str]]:
-    return {kind: sorted(names) for kind, names in REGISTRY.items()}
+    """Backend names per role (``segmenter`` is the detector role's nested option)."""
+    from verification.factories import SEGMENTER_OPTIONS
+
+    out = {role: sorted(REGISTRY[kind]) for role, kind in ROLE_KINDS.items()}
+    out["segmenter"] = sorted(SEGMENTER_OPTIONS)
+    return out

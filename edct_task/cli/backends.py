@@ -8,11 +8,19 @@ from typing import Any
 
 
 def add_parser(sub: Any) -> None:
-    sub.add_parser("backends", help="list registered backends")
+    p = sub.add_parser("backends", help="list the backends each role can use")
+    p.add_argument("--json", action="store_true", help="print the table as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
     from edct_task.roles import available_backends
 
-    print(json.dumps(available_backends(), indent=2))
+    table = available_backends()
+    if args.json:
+        print(json.dumps(table, indent=2))
+        return 0
+    width = max(len(role) for role in table)
+    for role, names in table.items():
+        note = "  (detector option: segmenter: {backend: …})" if role == "segmenter" else ""
+        print(f"{role:<{width}}  {', '.join(names)}{note}")
     return 0

@@ -112,11 +112,11 @@ def run(args: argparse.Namespace) -> int:
 
     outcome = run_edct(config)
     roles = outcome.results["config"]["roles"]
-    print(
-        f"\nEDCT on {outcome.results['config']['data']['source']} "
-        f"(target: {roles['target']}, judge: {_backend_names(roles['judge'])}, "
-        f"editor: {roles['editor']['backend']}, k={outcome.results['config']['protocol']['k']})\n"
-    )
+    cfg = outcome.results["config"]
+    target = " ".join(f"{k}={v}" for k, v in roles["target"].items())
+    judge, editor = _backend_names(roles["judge"]), roles["editor"]["backend"]
+    print(f"\nEDCT on {cfg['data']['source']}, k={cfg['protocol']['k']}")
+    print(f"  target: {target}\n  judge: {judge}, editor: {editor}\n")
     print(score_table(outcome.results["results"]))
     print(
         f"\nwrote {outcome.output_dir / 'results.json'}, samples.jsonl and images/ "

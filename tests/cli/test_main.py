@@ -19,7 +19,9 @@ def test_demo_prints_the_score_table_and_writes_the_run(
     assert main(["demo", "-n", "6", "--no-progress", "--output", str(tmp_path / "d")]) == 0
     out = capsys.readouterr().out
     header = next(line for line in out.splitlines() if "CCS_binary" in line)
-    assert all(col in header for col in ("CCS_graded", "AC k=1", "AC k=2", "EF k=1", "EF k=2", "excluded"))
+    assert all(col in header for col in ("CCS_graded", "scored", "excl.", "unsc.", "error"))
+    rates = next(line for line in out.splitlines() if "AC k=1" in line)
+    assert all(col in rates for col in ("AC k=2", "EF k=1", "EF k=2"))
     overall = next(line for line in out.splitlines() if line.startswith("overall"))
     assert overall.split()[1] == "1.000" and overall.split()[-4:] == ["6", "0", "0", "0"]
     results = json.loads((tmp_path / "d" / "results.json").read_text())
@@ -74,3 +76,20 @@ def test_serve_without_vllm_says_how_to_install(
     with pytest.raises(SystemExit) as exc:
         main(["serve", "editor", "some-model"])
     assert exc.value.code == 2
+
+
+def test_backends_lists_every_role_and_the_segmenters(capsys: pytest.CaptureFixture) -> None:
+    assert main(["backends", "--json"]) == 0
+    table = json.loads(capsys.readouterr().out)
+    assert list(table) == ["target", "extractor", "judge", "edit_parser", "editor", "detector", "segmenter"]
+    assert {"box", "grabcut", "sam2"} <= set(table["segmenter"])
+    assert "openai-chat" in table["judge"] and "opencv-cascade" in table["detector"]
+
+
+def test_the_score_table_fits_an_80_column_terminal(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert (
+        main(["demo", "-n", "6", "--behavior", "mixed:0.5", "--no-progress", "--output", str(tmp_path)]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "CCS_binary" in out and "EF k=2" in out
+    assert max(len(line) for line in out.splitlines() if not line.startswith("wrote ")) <= 80
