@@ -15,7 +15,6 @@ import argparse
 import json
 import tempfile
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 from edct_task.config import calibration_config, config_from_dict
@@ -51,7 +50,7 @@ def main() -> None:
         "editor_concurrency": args.editor_concurrency,
         "verify_concurrency": 2,
     }
-    sequential_limits = asdict(Limits.sequential())
+    sequential_limits = Limits.sequential().model_dump()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         t0 = time.perf_counter()

@@ -221,6 +221,7 @@ class Dispatcher:
             kind: CachedHandler(h, cache) if cache is not None else _Uncached(h)
             for kind, h in handlers.items()
         }
+        self.concurrency = concurrency
         self.stats = CallStats()
         self.observers: tuple[Observer, ...] = (self.stats, *observers)
         self._pools = {
@@ -228,9 +229,16 @@ class Dispatcher:
             for name, n in vars(concurrency).items()
         }
 
-    def _notify(self, method: str, *args: Any) -> None:
+    def notify(self, method: str, *args: Any) -> None:
+        """Tell every observer (``issued`` / ``answered``)."""
         for o in self.observers:
             getattr(o, method)(*args)
+
+    def pool(self, name: str) -> ThreadPoolExecutor:
+        return self._pools[name]
+
+    def pool_size(self, name: str) -> int:
+        return int(getattr(self.concurrency, name))
 
     def resolve(self, requests: Sequence[Request]) -> list[object]:
         """Replies for ``requests``, in order (see the module docstring)."""
@@ -242,16 +250,16 @@ class Dispatcher:
             handler = self.handlers[type(request)]
             stage = handler.stage(request)
             stages.append(stage)
-            self._notify("issued", stage)
+            self.notify("issued", stage)
             key = fingerprint(handler.key(request))
             if key in twins:
                 twins[key].append(i)
-                self._notify("answered", stage, "hit", 0.0, key)
+                self.notify("answered", stage, "hit", 0.0, key)
                 continue
             hit = handler.cached(key)
             if hit is not None:
                 replies[i] = hit
-                self._notify("answered", stage, "hit", 0.0, key)
+                self.notify("answered", stage, "hit", 0.0, key)
                 continue
             twins[key] = [i]
             misses.setdefault(type(request), []).append((i, key))
@@ -267,7 +275,7 @@ class Dispatcher:
             chunk_replies, seconds = future.result()
             for (i, key), reply in zip(chunk, chunk_replies, strict=True):
                 how = "failure" if isinstance(reply, Failure) else "call"
-                self._notify("answered", stages[i], how, seconds / len(chunk), key)
+                self.notify("answered", stages[i], how, seconds / len(chunk), key)
                 for j in twins[key]:
                     replies[j] = reply
         return replies

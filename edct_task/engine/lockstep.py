@@ -12,8 +12,9 @@ one sample at a time, which is the baseline of ``benchmarks/bench_driver.py``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,7 +41,15 @@ class Limits(BaseModel):
     text_concurrency: int = Field(16, ge=1, description="Text-LLM calls in flight.")
     editor_concurrency: int = Field(8, ge=1, description="Editor calls in flight.")
     verify_concurrency: int = Field(2, ge=1, description="Verification checks in flight (CPU-bound).")
-    window: int | None = Field(None, ge=1, description="Samples advanced together; None = all.")
+    window: int | None = Field(None, ge=1, description="Samples in progress at once; None = all.")
+    schedule: Literal["pipelined", "lockstep"] = Field(
+        "pipelined",
+        description="pipelined: each sample moves on as soon as its replies are in (target requests "
+        "micro-batched); lockstep: all samples advance round by round.",
+    )
+    batch_window_s: float = Field(
+        0.02, ge=0, description="pipelined: how long a target batch waits for more requests before it goes."
+    )
 
     @classmethod
     def sequential(cls) -> Limits:
@@ -51,6 +60,7 @@ class Limits(BaseModel):
             editor_concurrency=1,
             verify_concurrency=1,
             window=1,
+            schedule="lockstep",
         )
 
     def concurrency(self) -> Concurrency:
@@ -81,6 +91,29 @@ def build_dispatcher(
         observers.append(CallLog(call_log))
     handlers = handler_table(roles, images, protocol, gate, target_batch_size=limits.target_batch_size)
     return Dispatcher(handlers, cache, concurrency=limits.concurrency(), observers=observers)
+
+
+def run_samples(
+    samples: Iterable[SampleInput],
+    protocol: ProtocolConfig,
+    dispatcher: Dispatcher,
+    limits: Limits,
+    *,
+    on_record: Callable[[SampleRecord], None] | None = None,
+) -> list[SampleRecord]:
+    """Run the samples on the schedule ``limits`` names (pipelined or lockstep)."""
+    if limits.schedule == "lockstep":
+        return run_lockstep(samples, protocol, dispatcher, window=limits.window, on_record=on_record)
+    from edct_task.engine.pipeline import run_pipelined
+
+    return run_pipelined(
+        samples,
+        protocol,
+        dispatcher,
+        window=limits.window,
+        batch_window_s=limits.batch_window_s,
+        on_record=on_record,
+    )
 
 
 def run_lockstep(
@@ -129,8 +162,3 @@ def run_lockstep(
         for run, _ in active.values():
             run.close()
     return sorted(records.values(), key=lambda r: order[r.sample.id])
-
-
-def replies_in_order(requests: Sequence[Request], answered: dict[int, object]) -> tuple[object, ...]:
-    """The replies of a round in the order the protocol asked (every index answered)."""
-    return tuple(answered[i] for i in range(len(requests)))

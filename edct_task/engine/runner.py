@@ -23,7 +23,7 @@ from typing import Any
 
 from edct_task import __version__, prompts
 from edct_task.config import DataSection, RunConfig
-from edct_task.engine.lockstep import build_dispatcher, run_lockstep
+from edct_task.engine.lockstep import build_dispatcher, run_samples
 from edct_task.engine.records import SCHEMA_VERSION, SampleInput, SampleRecord
 from edct_task.engine.stage_cache import ImageStore, StageCache
 from edct_task.engine.workspace import check_writable, claim, storage_error
@@ -114,7 +114,7 @@ def _run(config: RunConfig, out_dir: Path, cache_dir: Path) -> RunOutcome:
         ) as dispatcher:
             unreadable = [s for s in samples if isinstance(s, SampleRecord)]
             inputs = [s for s in samples if isinstance(s, SampleInput)]
-            done = run_lockstep(inputs, protocol, dispatcher, window=limits.window)
+            done = run_samples(inputs, protocol, dispatcher, limits)
             order = {(s.sample.id if isinstance(s, SampleRecord) else s.id): i for i, s in enumerate(samples)}
             records = sorted([*done, *unreadable], key=lambda r: order[r.sample.id])
         usage = role_usage(roles.by_role())

@@ -207,7 +207,7 @@ def _evaluate(
     from lmms_eval.tasks import TaskManager, get_task_dict
     from lmms_eval.utils import get_datetime_str, handle_non_serializable, hash_string
 
-    from edct_task.engine.lockstep import build_dispatcher, run_lockstep
+    from edct_task.engine.lockstep import build_dispatcher, run_samples
     from edct_task.engine.runner import _versions
     from edct_task.lmms.plugin import task_dir
 
@@ -257,7 +257,7 @@ def _evaluate(
         limits=limits,
         progress=settings.config.progress,
     ) as dispatcher:
-        records = run_lockstep(samples, settings.protocol, dispatcher, window=limits.window)
+        records = run_samples(samples, settings.protocol, dispatcher, limits)
     by_id = {r.sample.id: r for r in records}
 
     # score through the task's own hooks, as lmms-eval's evaluator would
@@ -320,7 +320,7 @@ def _evaluate(
             "batch_size": batch_size,
             "device": device,
             "limit": limit,
-            "driver": "edct run (batched lockstep)",
+            "driver": f"edct run ({limits.schedule} schedule)",
         },
         "edct": {
             **settings.describe(),
