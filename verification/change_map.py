@@ -106,7 +106,9 @@ def _as_unit_float(image: np.ndarray, name: str) -> np.ndarray:
             f"{name} must be at least 7×7 pixels for the SSIM window, got {arr.shape[1]}×{arr.shape[0]}"
         )
     if arr.dtype == np.uint8:
-        return arr.astype(np.float32) / 255.0
+        out = arr.astype(np.float32)
+        out *= np.float32(1.0 / 255.0)
+        return out
     if arr.dtype in (np.float32, np.float64):
         if not np.all(np.isfinite(arr)):
             raise ValueError(f"{name} must be finite")
@@ -155,11 +157,21 @@ def local_ssim(a: np.ndarray, b: np.ndarray, *, sigma: float = 1.5, data_range: 
     return (num / den).astype(np.float32)
 
 
+_SUM_CHANNELS = np.ones((1, 3), dtype=np.float32)
+
+
+def _channel_sq_dist(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Σ_c (a_c − b_c)² of two H×W×3 float32 images (one H×W array; OpenCV, no numpy reduction)."""
+    d = cv2.subtract(a, b)
+    return cv2.transform(cv2.multiply(d, d), _SUM_CHANNELS)
+
+
 def _hsv_cone(rgb: np.ndarray) -> np.ndarray:
+    """The HSV cone (S·V·cos H, S·V·sin H, V) as one H×W×3 float32 image."""
     hsv = cv2.cvtColor(rgb, cv2.COLOR_RGB2HSV_FULL)  # float32 input: H in degrees, S and V in [0, 1]
-    h = np.deg2rad(hsv[..., 0])
-    sv = hsv[..., 1] * hsv[..., 2]
-    return np.stack([sv * np.cos(h), sv * np.sin(h), hsv[..., 2]], axis=-1)
+    hue, sat, val = cv2.split(hsv)
+    x, y = cv2.polarToCart(cv2.multiply(sat, val), hue, angleInDegrees=True)
+    return cv2.merge([x, y, val])
 
 
 def _grad_mag(gray: np.ndarray) -> np.ndarray:
@@ -217,10 +229,11 @@ def change_map(
     ssim = local_ssim(ga, gb, sigma=p.ssim_sigma, data_range=1.0)
     structure = ssim < p.ssim_threshold
 
-    d_rgb = np.sqrt(((a - b) ** 2).sum(axis=2)) / np.sqrt(3.0)
-    d_hsv = np.minimum(np.sqrt(((_hsv_cone(a) - _hsv_cone(b)) ** 2).sum(axis=2)) / 2.0, 1.0)
-    d_grad = np.minimum(np.abs(_grad_mag(ga) - _grad_mag(gb)) / 4.0, 1.0)
-    score = (p.w_rgb * d_rgb + p.w_hsv * d_hsv + p.w_grad * d_grad).astype(np.float32)
+    d_rgb = cv2.sqrt(_channel_sq_dist(a, b)) * np.float32(1.0 / np.sqrt(3.0))
+    d_hsv = np.minimum(cv2.sqrt(_channel_sq_dist(_hsv_cone(a), _hsv_cone(b))) * np.float32(0.5), 1.0)
+    d_grad = np.minimum(cv2.absdiff(_grad_mag(ga), _grad_mag(gb)) * np.float32(0.25), 1.0)
+    score = cv2.addWeighted(d_rgb, p.w_rgb, d_hsv, p.w_hsv, 0.0)
+    score = cv2.scaleAdd(d_grad, p.w_grad, score)
     pixel = score > p.pixel_threshold
 
     changed = structure | pixel

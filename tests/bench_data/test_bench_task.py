@@ -67,7 +67,7 @@ def test_compat_driver_completes_on_photographs(hook_settings):
 
 
 @pytest.mark.slow
-def test_lmms_eval_edct_bench_with_tiny_qwen3_vl(tmp_path, photo_bench, tiny_qwen3_vl_model):
+def test_lmms_eval_edct_bench_with_tiny_qwen3_vl(tmp_path, photo_bench, tiny_qwen3_vl):
     """The real lmms-eval CLI: ``edct_bench`` loads the built dataset from $EDCT_BENCH_DATA, and a
     user's task YAML that includes ours names it with dataset_path (the task argument)."""
     from task_configs import TASK_DIR
@@ -84,7 +84,7 @@ def test_lmms_eval_edct_bench_with_tiny_qwen3_vl(tmp_path, photo_bench, tiny_qwe
         "--model",
         "qwen3_vl",
         "--model_args",
-        f"pretrained={tiny_qwen3_vl_model},device=cpu,device_map=cpu",
+        f"pretrained={tiny_qwen3_vl},device=cpu,device_map=cpu",
     ]
     args += ["--include_path", str(user_tasks), "--tasks", "edct_bench,my_edct_okvqa", "--limit", "1"]
     args += ["--gen_kwargs", "max_new_tokens=12", "--output_path", str(out), "--log_samples"]
