@@ -1,10 +1,10 @@
-"""Batched lockstep driver vs one sample at a time, on the calibration benchmark.
+"""Pipelined vs lockstep vs one sample at a time, on the calibration benchmark, against the floor.
 
 Simulated latencies stand in for remote models: 200 ms per target call (a batch counts as one
 call, as on a batching server), 300 ms per text-LLM call, 1 s per edit. Verification runs for
-real. The batched run covers all samples; the one-at-a-time run costs the same for every sample
-(nothing overlaps), so it is measured on ``--sequential-samples`` samples and scaled to the full
-count (both figures are printed).
+real. The floor is max(critical path of one sample, CPU seconds of a zero-latency run ÷ cores)
+(``benchmarks/floor.py``). The one-at-a-time run costs the same for every sample (nothing
+overlaps), so it is measured on ``--sequential-samples`` samples and scaled.
 
     python benchmarks/bench_driver.py [--samples 300] [--sequential-samples 20]
 """
@@ -16,13 +16,16 @@ import json
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
+
+from floor import cores, cpu_seconds, critical_path_s, per_stage_cpu
 
 from edct_task.config import calibration_config, config_from_dict
 from edct_task.engine.lockstep import Limits
 from edct_task.engine.runner import run
 
 
-def _config(tmp: Path, name: str, n: int, limits: dict, latencies: dict) -> object:
+def _config(tmp: Path, name: str, n: int, limits: dict, latencies: dict) -> Any:
     base = calibration_config("faithful", n=n, output_dir=tmp / name).model_dump(mode="json")
     base["progress"] = False
     base["limits"] = limits
@@ -31,6 +34,12 @@ def _config(tmp: Path, name: str, n: int, limits: dict, latencies: dict) -> obje
         base["roles"][role]["latency_s"] = latencies["llm"]
     base["roles"]["editor"]["latency_s"] = latencies["editor"]
     return config_from_dict(base)
+
+
+def _timed(config: Any) -> tuple[Any, float, float]:
+    t0, c0 = time.perf_counter(), cpu_seconds()
+    outcome = run(config)
+    return outcome, time.perf_counter() - t0, cpu_seconds() - c0
 
 
 def main() -> None:
@@ -44,45 +53,49 @@ def main() -> None:
     parser.add_argument("--editor-concurrency", type=int, default=32)
     args = parser.parse_args()
     latencies = {"target": args.target_latency, "llm": args.llm_latency, "editor": args.editor_latency}
-    batched_limits = {
+    zero = {"target": 0.0, "llm": 0.0, "editor": 0.0}
+    batched = {
         "target_batch_size": args.samples,
         "text_concurrency": args.text_concurrency,
         "editor_concurrency": args.editor_concurrency,
         "verify_concurrency": 2,
     }
-    sequential_limits = Limits.sequential().model_dump()
+    out: dict[str, Any] = {"samples": args.samples, "latencies_s": latencies, "cores": cores()}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        t0 = time.perf_counter()
-        batched = run(_config(tmp, "batched", args.samples, batched_limits, latencies))
-        t_batched = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        sequential = run(_config(tmp, "sequential", args.sequential_samples, sequential_limits, latencies))
-        t_seq = time.perf_counter() - t0
-    per_sample = t_seq / args.sequential_samples
-    t_seq_full = per_sample * args.samples
-    print(
-        json.dumps(
-            {
-                "samples": args.samples,
-                "latencies_s": latencies,
-                "batched_wall_s": round(t_batched, 2),
-                "batched_calls": batched.results["calls"]["calls"],
-                "sequential_measured_samples": args.sequential_samples,
-                "sequential_measured_wall_s": round(t_seq, 2),
-                "sequential_per_sample_s": round(per_sample, 3),
-                "sequential_wall_s_scaled": round(t_seq_full, 1),
-                "speedup": round(t_seq_full / t_batched, 1),
-                "ccs_binary_batched": batched.results["results"]["overall"]["metrics"]["ccs_binary"][
-                    "estimate"
-                ],
-                "ccs_binary_sequential": sequential.results["results"]["overall"]["metrics"]["ccs_binary"][
-                    "estimate"
-                ],
-            },
-            indent=2,
+        free, t_free, cpu_free = _timed(_config(tmp, "zero", args.samples, batched, zero))
+        pipe, t_pipe, _ = _timed(_config(tmp, "pipelined", args.samples, batched, latencies))
+        lock, t_lock, _ = _timed(
+            _config(tmp, "lockstep", args.samples, {**batched, "schedule": "lockstep"}, latencies)
         )
+        seq_limits = Limits.sequential().model_dump()
+        _, t_seq, _ = _timed(_config(tmp, "sequential", args.sequential_samples, seq_limits, latencies))
+    calls = free.results["calls"]
+    verify_s = calls["seconds"].get("verify", 0.0) / max(1, calls["calls"].get("verify", 1))
+    window = Limits().batch_window_s
+    path = critical_path_s(2, latencies["target"], latencies["llm"], latencies["editor"], verify_s, window)
+    floor = max(path, cpu_free / cores())
+    t_seq_full = t_seq / args.sequential_samples * args.samples
+    out.update(
+        {
+            "pipelined_wall_s": round(t_pipe, 1),
+            "lockstep_wall_s": round(t_lock, 1),
+            "sequential_wall_s_scaled": round(t_seq_full, 1),
+            "zero_latency_wall_s": round(t_free, 1),
+            "zero_latency_cpu_s": round(cpu_free, 1),
+            "critical_path_s": round(path, 2),
+            "floor_s": round(floor, 1),
+            "pipelined_over_floor": round(t_pipe / floor, 2),
+            "lockstep_over_floor": round(t_lock / floor, 2),
+            "speedup_vs_sequential": round(t_seq_full / t_pipe, 1),
+            "cpu_s_per_stage_zero_latency": per_stage_cpu(calls),
+            "ccs_binary": {
+                name: o.results["results"]["overall"]["metrics"]["ccs_binary"]["estimate"]
+                for name, o in (("pipelined", pipe), ("lockstep", lock))
+            },
+        }
     )
+    print(json.dumps(out, indent=2))
 
 
 if __name__ == "__main__":

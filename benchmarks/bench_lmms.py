@@ -1,4 +1,4 @@
-"""`edct run --model …` (batched lockstep driver) vs `lmms-eval` (agentic loop, one request at a time).
+"""`edct run --model …` (pipelined batched driver) vs `lmms-eval` (agentic loop, one request at a time).
 
 Both run the edct_calibration task on the reference model with simulated latencies: the target
 sleeps ``--target-latency`` per generate_until call (per batch, like a batched server), the text
@@ -6,7 +6,10 @@ roles and the editor sleep per call (their latency_s option, through an EDCT con
 
     .venv/bin/python benchmarks/bench_lmms.py --n 300
 
-Prints both wall times and the ratio (lmms-eval / edct run); results files land in --out.
+Prints both wall times, the ratio (lmms-eval / edct run), and the floor the edct run is measured
+against: max(critical path of one sample at these latencies, CPU seconds of the same edct run
+with every latency 0 ÷ cores) (``benchmarks/floor.py``), with the zero-latency run's CPU seconds
+per stage. Results files land in --out.
 """
 
 from __future__ import annotations
@@ -21,8 +24,12 @@ import time
 from pathlib import Path
 
 import yaml
+from floor import cores, cpu_seconds, critical_path_s, per_stage_cpu
+
+from edct_task.engine.lockstep import Limits
 
 BIN = Path(sys.executable).parent
+BATCH_WINDOW_S = Limits().batch_window_s
 
 
 def config_file(folder: Path, text_latency: float, editor_latency: float) -> Path:
@@ -38,12 +45,13 @@ def config_file(folder: Path, text_latency: float, editor_latency: float) -> Pat
     return path
 
 
-def timed(args: list[str], env: dict[str, str]) -> float:
-    start = time.perf_counter()
+def timed(args: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system) of one subprocess."""
+    start, cpu = time.perf_counter(), cpu_seconds()
     proc = subprocess.run(args, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(proc.stdout[-3000:] + proc.stderr[-3000:])
-    return time.perf_counter() - start
+    return time.perf_counter() - start, cpu_seconds() - cpu
 
 
 def main() -> None:
@@ -57,47 +65,60 @@ def main() -> None:
     out = a.out or Path(tempfile.mkdtemp(prefix="bench_lmms_"))
     out.mkdir(parents=True, exist_ok=True)
     cfg = config_file(out, a.text_latency, a.editor_latency)
-    common = [
-        "--model",
-        "edct_reference",
-        "--model_args",
-        f"behavior=faithful,latency_s={a.target_latency}",
-        "--tasks",
-        "edct_calibration",
-        "--limit",
-        str(a.n),
-    ]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "EDCT_CONFIG": str(cfg)}
-    t_fast = timed(
-        [
-            str(BIN / "edct"),
-            "run",
-            "--config",
-            str(cfg),
-            *common,
-            "--output_path",
-            str(out / "fast"),
-            "--no-progress",
-        ],
-        {**env, "EDCT_WORK_DIR": str(out / "work_fast")},
+
+    def common(target_latency: float) -> list[str]:
+        return [
+            "--model",
+            "edct_reference",
+            "--model_args",
+            f"behavior=faithful,latency_s={target_latency}",
+            "--tasks",
+            "edct_calibration",
+            "--limit",
+            str(a.n),
+        ]
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+
+    def edct_run(name: str, config: Path, target_latency: float) -> tuple[float, float]:
+        args = [str(BIN / "edct"), "run", "--config", str(config), *common(target_latency)]
+        args += ["--output_path", str(out / name), "--no-progress"]
+        return timed(args, {**env, "EDCT_CONFIG": str(config), "EDCT_WORK_DIR": str(out / f"work_{name}")})
+
+    (out / "zero").mkdir(exist_ok=True)
+    zero_cfg = config_file(out / "zero", 0.0, 0.0)
+    _, cpu_zero = edct_run("zero", zero_cfg, 0.0)
+    t_fast, _ = edct_run("fast", cfg, a.target_latency)
+    t_slow, _ = timed(
+        [str(BIN / "lmms-eval"), *common(a.target_latency), "--output_path", str(out / "lmms")],
+        {**env, "EDCT_CONFIG": str(cfg), "EDCT_WORK_DIR": str(out / "work_lmms")},
     )
-    t_slow = timed(
-        [str(BIN / "lmms-eval"), *common, "--output_path", str(out / "lmms")],
-        {**env, "EDCT_WORK_DIR": str(out / "work_lmms")},
-    )
-    scores = []
-    for sub in ("fast", "lmms"):
-        r = json.loads(sorted((out / sub).rglob("*_results.json"))[-1].read_text())
-        scores.append(r["results"]["edct_calibration"]["ccs_binary,none"])
+    results = {
+        sub: json.loads(sorted((out / sub).rglob("*_results.json"))[-1].read_text())
+        for sub in ("zero", "fast", "lmms")
+    }
+    zero_calls = results["zero"]["edct"]["calls"]
+    verify_s = zero_calls["seconds"].get("verify", 0.0) / max(1, zero_calls["calls"].get("verify", 1))
+    path = critical_path_s(2, a.target_latency, a.text_latency, a.editor_latency, verify_s, BATCH_WINDOW_S)
+    floor = max(path, cpu_zero / cores())
     print(
         json.dumps(
             {
                 "n": a.n,
+                "cores": cores(),
                 "latency_s": {"target": a.target_latency, "text": a.text_latency, "editor": a.editor_latency},
                 "edct_run_s": round(t_fast, 1),
                 "lmms_eval_s": round(t_slow, 1),
                 "ratio": round(t_slow / t_fast, 1),
-                "ccs_binary": {"edct_run": scores[0], "lmms_eval": scores[1]},
+                "zero_latency_cpu_s": round(cpu_zero, 1),
+                "critical_path_s": round(path, 2),
+                "floor_s": round(floor, 1),
+                "edct_run_over_floor": round(t_fast / floor, 2),
+                "cpu_s_per_stage_zero_latency": per_stage_cpu(zero_calls),
+                "ccs_binary": {
+                    "edct_run": results["fast"]["results"]["edct_calibration"]["ccs_binary,none"],
+                    "lmms_eval": results["lmms"]["results"]["edct_calibration"]["ccs_binary,none"],
+                },
                 "output": str(out),
             },
             indent=2,

@@ -35,8 +35,9 @@ class Observer(Protocol):
     """Watches requests go by; never changes a reply."""
 
     def issued(self, stage: str) -> None: ...
-    def answered(self, stage: str, how: str, seconds: float, key: str) -> None:
-        """``how``: ``hit`` (cache or a twin in the round), ``call`` (a backend answered), ``failure``."""
+    def answered(self, stage: str, how: str, seconds: float, key: str, cpu: float = 0.0) -> None:
+        """``how``: ``hit`` (cache or a twin in the round), ``call`` (a backend answered), ``failure``;
+        ``seconds`` of wall time and ``cpu`` seconds of this thread's CPU time the call took."""
         ...
 
     def close(self) -> None: ...
@@ -50,17 +51,21 @@ class CallStats:
     cache_hits: dict[str, int] = field(default_factory=dict)
     failures: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
+    """CPU time of the calling threads per stage (verification, image encoding, in-process models)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def issued(self, stage: str) -> None:
         pass
 
-    def answered(self, stage: str, how: str, seconds: float, key: str) -> None:
+    def answered(self, stage: str, how: str, seconds: float, key: str, cpu: float = 0.0) -> None:
         bucket = {"hit": self.cache_hits, "call": self.calls, "failure": self.failures}[how]
         with self._lock:
             bucket[stage] = bucket.get(stage, 0) + 1
             if how == "call":
                 self.seconds[stage] = self.seconds.get(stage, 0.0) + seconds
+            if how != "hit":
+                self.cpu_seconds[stage] = self.cpu_seconds.get(stage, 0.0) + cpu
 
     def close(self) -> None:
         pass
@@ -71,6 +76,7 @@ class CallStats:
             "cache_hits": dict(self.cache_hits),
             "failures": dict(self.failures),
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+            "cpu_seconds": {k: round(v, 3) for k, v in self.cpu_seconds.items()},
         }
 
 
@@ -84,7 +90,7 @@ class CallLog:
     def issued(self, stage: str) -> None:
         pass
 
-    def answered(self, stage: str, how: str, seconds: float, key: str) -> None:
+    def answered(self, stage: str, how: str, seconds: float, key: str, cpu: float = 0.0) -> None:
         if how != "call":
             return
         with self._lock:
@@ -127,7 +133,7 @@ class Progress:
                 bar.total += 1
                 bar.refresh()
 
-    def answered(self, stage: str, how: str, seconds: float, key: str) -> None:
+    def answered(self, stage: str, how: str, seconds: float, key: str, cpu: float = 0.0) -> None:
         with self._lock:
             self._done[stage] = self._done.get(stage, 0) + 1
             if self.tty:
@@ -272,10 +278,10 @@ class Dispatcher:
                 batch = [requests[i] for i, _ in chunk]
                 futures.append((chunk, self._pools[handler.pool].submit(self._timed, handler, batch, chunk)))
         for chunk, future in futures:
-            chunk_replies, seconds = future.result()
+            chunk_replies, seconds, cpu = future.result()
             for (i, key), reply in zip(chunk, chunk_replies, strict=True):
                 how = "failure" if isinstance(reply, Failure) else "call"
-                self.notify("answered", stages[i], how, seconds / len(chunk), key)
+                self.notify("answered", stages[i], how, seconds / len(chunk), key, cpu / len(chunk))
                 for j in twins[key]:
                     replies[j] = reply
         return replies
@@ -283,10 +289,10 @@ class Dispatcher:
     @staticmethod
     def _timed(
         handler: Any, batch: list[Request], chunk: list[tuple[int, str]]
-    ) -> tuple[list[object], float]:
-        start = time.perf_counter()
+    ) -> tuple[list[object], float, float]:
+        start, cpu = time.perf_counter(), time.thread_time()
         replies = handler.call_keyed(batch, [key for _, key in chunk])
-        return replies, time.perf_counter() - start
+        return replies, time.perf_counter() - start, time.thread_time() - cpu
 
     def close(self) -> None:
         for pool in self._pools.values():

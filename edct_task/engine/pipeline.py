@@ -128,7 +128,7 @@ class Pipeline:
         keys = [k for _, k, _ in batch]
 
         def work() -> None:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.thread_time()
             try:
                 replies = handler.call_keyed(requests, keys)
             except BaseException as exc:  # a storage stop: every waiting sample hears of it
@@ -136,9 +136,10 @@ class Pipeline:
                     self._fail(key, future, exc)
                 return
             seconds = (time.perf_counter() - start) / len(batch)
+            cpu_each = (time.thread_time() - cpu) / len(batch)
             for (request, key, future), reply in zip(batch, replies, strict=True):
                 how = "failure" if isinstance(reply, Failure) else "call"
-                self.d.notify("answered", handler.stage(request), how, seconds, key)
+                self.d.notify("answered", handler.stage(request), how, seconds, key, cpu_each)
                 self._resolve(key, future, reply)
 
         return self.d.pool(handler.pool).submit(work)
