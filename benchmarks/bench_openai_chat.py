@@ -18,11 +18,11 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "model_adapters"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from loopback import CalibrationWorld, Loopback
+from support.loopback import CalibrationWorld, Loopback
 
-from model_adapters.contracts import GenerationParams
+from model_adapters.contracts import Completion, GenerationParams
 from model_adapters.openai_chat import OpenAIText, client_from_options
 
 
@@ -46,7 +46,7 @@ def main() -> None:
                 start = time.perf_counter()
                 out = llm.client.map(lambda p, llm=llm: llm.complete(p, params), prompts)
                 wall = time.perf_counter() - start
-                assert all(isinstance(o, str) for o in out)
+                assert all(isinstance(o, Completion) for o in out)
                 ideal = concurrency / args.latency
                 rate = args.requests / wall
                 print(f"{endpoints:>9} {concurrency:>11} {wall:>8.2f} {rate:>8.1f} {ideal:>11.1f}")

@@ -1,11 +1,15 @@
 """Several servers behind one role: least-outstanding-requests balancing and dead-endpoint removal.
 
-A role may name several base URLs (say one vLLM server per GPU node). Every request goes to the
-live endpoint with the fewest requests in flight (ties: the one that has served fewest). An
-endpoint whose connection fails, times out or answers 5xx ``dead_after`` times in a row leaves the
-rotation for ``cooldown_s``; after that a health check (the caller's function, e.g. ``GET
-/models``) brings it back when it answers. The last live endpoint is never removed: with one
-server left, the retry policy's backoff is the right tool. The clock is injectable for tests.
+A role may name several base URLs (say one vLLM server per GPU node). The openai client talks to
+one base URL, so balancing happens one layer down, in its httpx transport: ``RoutingTransport``
+sends every *attempt* (a retry included) to the live endpoint with the fewest attempts in flight
+(ties: the one that has served fewest). An endpoint whose connection fails, times out or answers
+5xx ``dead_after`` times in a row leaves the rotation for ``cooldown_s``; then a health check
+(``GET <base_url>/<health_path>``) brings it back when it answers. The last live endpoint is never
+removed: with one server left, the client's backoff is the right tool. The clock is injectable.
+
+No maintained piece does this for the openai client (it has one ``base_url``); litellm's Router
+does, but brings its own client, retry policy and error hierarchy for a hundred lines of code.
 """
 
 from __future__ import annotations
@@ -17,7 +21,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from model_adapters.errors import TransientBackendError
+import httpx2
+
+from model_adapters.errors import Timeout, TransientBackendError
+
+_DOWN_KINDS = frozenset({Timeout.kind, TransientBackendError.kind})
+"""Attempt failures that count against an endpoint's health (others are the request's fault)."""
 
 
 def redact_url(url: str) -> str:
@@ -78,7 +87,7 @@ class EndpointPool:
         self._lock = threading.Lock()
 
     def acquire(self) -> Endpoint:
-        """The endpoint for the next request (counted as outstanding until ``release``)."""
+        """The endpoint for the next attempt (counted as outstanding until ``release``)."""
         self._recheck_dead()
         with self._lock:
             live = [e for e in self.endpoints if e.alive]
@@ -92,16 +101,16 @@ class EndpointPool:
             best.outstanding += 1
             return best
 
-    def release(self, endpoint: Endpoint, outcome: str) -> None:
-        """``outcome``: ``ok``, ``down`` (connection failure, timeout, 5xx) or ``other`` (4xx, 429…)."""
+    def release(self, endpoint: Endpoint, failure: str | None) -> None:
+        """``failure``: ``None`` for a success, else the attempt's error kind (``errors.*.kind``)."""
         with self._lock:
             endpoint.outstanding -= 1
             endpoint.served += 1
-            if outcome == "ok":
+            if failure is None:
                 endpoint.consecutive_failures = 0
                 return
             endpoint.errors += 1
-            if outcome != "down":
+            if failure not in _DOWN_KINDS:
                 return
             endpoint.consecutive_failures += 1
             others_alive = any(e.alive for e in self.endpoints if e is not endpoint)
@@ -134,3 +143,80 @@ def _safe_check(health: Callable[[Endpoint], bool], endpoint: Endpoint) -> bool:
         return bool(health(endpoint))
     except Exception:
         return False
+
+
+class RoutingTransport(httpx2.BaseTransport):
+    """The openai client's transport: re-addresses each attempt to the endpoint the pool picks.
+
+    The client is built on the first base URL; a request's URL below it is moved to the chosen
+    endpoint. At most ``concurrency`` attempts are in flight (a waiting attempt blocks, it never
+    times out). ``review(response)`` may replace a received response (the chat client turns
+    replies that are not OpenAI-shaped into the error status they stand for); ``classify``
+    names an attempt's failure kind (``None``: success), which goes to the pool's health and to
+    ``on_attempt`` (the usage meter).
+    """
+
+    def __init__(
+        self,
+        pool: EndpointPool,
+        inner: httpx2.BaseTransport,
+        *,
+        concurrency: int,
+        classify: Callable[[httpx2.Response | None, Exception | None], str | None],
+        review: Callable[[httpx2.Response], httpx2.Response] = lambda response: response,
+        on_attempt: Callable[[str | None], None] = lambda kind: None,
+        health_path: str = "models",
+    ) -> None:
+        self.pool = pool
+        self.inner = inner
+        self.classify = classify
+        self.review = review
+        self.on_attempt = on_attempt
+        self.health_path = health_path.strip("/")
+        self._primary = str(httpx2.URL(pool.endpoints[0].url))
+        self._slots = threading.BoundedSemaphore(concurrency)
+        pool.health = self.healthy
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        with self._slots:
+            try:
+                endpoint = self.pool.acquire()
+            except TransientBackendError as exc:  # the client retries it like a refused connection
+                self.on_attempt(TransientBackendError.kind)
+                raise httpx2.ConnectError(str(exc), request=request) from None
+            self._readdress(request, endpoint.url)
+            response: httpx2.Response | None = None
+            error: Exception | None = None
+            try:
+                response = self.inner.handle_request(request)
+                response.read()
+                response = self.review(response)
+                return response
+            except Exception as exc:
+                error = exc
+                raise
+            finally:
+                kind = self.classify(response, error)
+                self.pool.release(endpoint, kind)
+                self.on_attempt(kind)
+
+    def _readdress(self, request: httpx2.Request, base: str) -> None:
+        url = str(request.url)
+        if base == self._primary or not url.startswith(self._primary):
+            return
+        request.url = httpx2.URL(base + url[len(self._primary) :])
+        request.headers["Host"] = request.url.netloc.decode("ascii")
+
+    def healthy(self, endpoint: Endpoint) -> bool:
+        """``GET <base>/<health_path>`` answers below 400 within 10 s."""
+        url = f"{endpoint.url}/{self.health_path}" if self.health_path else endpoint.url
+        request = httpx2.Request("GET", url, extensions={"timeout": httpx2.Timeout(10.0).as_dict()})
+        try:
+            response = self.inner.handle_request(request)
+            response.read()
+        except httpx2.HTTPError:
+            return False
+        return response.status_code < 400
+
+    def close(self) -> None:
+        self.inner.close()

@@ -1,13 +1,20 @@
-"""OpenAI-compatible chat completions: target VLMs and text LLMs on vLLM, SGLang, OpenRouter, OpenAI.
+"""OpenAI-compatible chat completions on the official ``openai`` client: vLLM, SGLang, OpenRouter, OpenAI.
 
-One ``ChatClient`` per role holds the endpoints, a thread-safe httpx connection pool per endpoint,
-a concurrency bound, the retry policy and the usage meter. ``OpenAIVisionChat`` (target) answers a
-batch of conversations concurrently; ``OpenAIText`` (extractor, judge, edit parser) answers one
-prompt. Images go as base64 PNG data-URI ``image_url`` parts.
+One ``ChatClient`` per role holds an ``openai.OpenAI`` client (its retries with exponential
+backoff honouring ``Retry-After`` / ``retry-after-ms``, its timeouts, its typed errors), the
+endpoints behind it (``endpoints.RoutingTransport``), a concurrency bound and the usage meter.
+``OpenAIVisionChat`` (target) answers a batch of conversations concurrently; ``OpenAIText``
+(extractor, judge, edit parser) answers one prompt. Both return typed ``Completion`` replies.
+Images go as base64 PNG data-URI ``image_url`` parts.
 
-Thinking: a reply's reasoning (``reasoning_content`` from vLLM/SGLang/DeepSeek, ``reasoning``
-from OpenRouter) is put in front of the answer as ``<think>…</think>`` so the reply keeps it and
-the protocol's parsers strip it, exactly as for models that inline their thinking.
+Errors: ``backend_error`` is the one boundary where the client's exceptions become
+``model_adapters.errors``. Replies that are not OpenAI-shaped (a 2xx body that is not JSON or has
+no choices, a router's 200 carrying an ``error``) are turned into the error status they stand for
+on the wire (``openai_shaped``), so the client retries them like a 5xx.
+
+Thinking: reasoning the server returns separately (``reasoning_content`` from vLLM/SGLang/DeepSeek,
+``reasoning`` from OpenRouter) goes into ``Completion.reasoning``; ``Completion.text`` is the
+message content as received (inline ``<think>`` blocks are the protocol parsers' to strip).
 
 Options (``roles.<role>:`` in the run config)::
 
@@ -18,8 +25,6 @@ Options (``roles.<role>:`` in the run config)::
     concurrency: 16                    # requests in flight for this role
     timeout_s: 600
     max_retries: 6
-    backoff_base_s: 1.0
-    backoff_max_s: 60.0
     max_tokens_field: max_tokens       # or max_completion_tokens (OpenAI reasoning models)
     max_tokens_cap: null               # clamp the engine's max tokens to the server's limit
     omit: []                           # decoding fields not to send, e.g. [temperature, top_p]
@@ -36,7 +41,7 @@ from __future__ import annotations
 
 import copy
 import json
-import random
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -44,23 +49,30 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import httpx2
+import openai
+from openai.types.chat import ChatCompletion
+from openai.types.completion_usage import CompletionUsage
 
-from model_adapters.contracts import ChatMessage, Completion, GenerationParams
-from model_adapters.endpoints import Endpoint, EndpointPool
-from model_adapters.errors import BackendError, BadInput, OptionsError, PermanentBackendError
+from model_adapters.contracts import ChatMessage, Completion, GenerationParams, TokenUsage
+from model_adapters.endpoints import EndpointPool, RoutingTransport
+from model_adapters.errors import (
+    BackendError,
+    BadInput,
+    OptionsError,
+    PermanentBackendError,
+    Timeout,
+    TransientBackendError,
+)
 from model_adapters.images import data_uri
-from model_adapters.retry import RetryPolicy
+from model_adapters.retry import retry_after_seconds
 from model_adapters.transport import (
     MalformedReply,
     Scrubber,
     check_base_url,
     check_headers,
     check_options,
-    endpoint_outcome,
-    json_body,
-    map_status,
-    map_transport_error,
+    error_for_status,
     secret_from_env,
 )
 from model_adapters.usage import Prices, UsageMeter
@@ -75,8 +87,6 @@ OPTIONS = frozenset(
         "concurrency",
         "timeout_s",
         "max_retries",
-        "backoff_base_s",
-        "backoff_max_s",
         "max_tokens_field",
         "max_tokens_cap",
         "omit",
@@ -88,7 +98,15 @@ OPTIONS = frozenset(
         "health_path",
     }
 )
+RETIRED = {
+    "backoff_base_s": "the openai client backs off by itself (0.5 s doubling to 8 s, or the server's "
+    "Retry-After); remove backoff_base_s",
+    "backoff_max_s": "the openai client backs off by itself (0.5 s doubling to 8 s, or the server's "
+    "Retry-After); remove backoff_max_s",
+}
 _DECODING_FIELDS = ("temperature", "top_p", "seed")
+_MALFORMED = ("x-edct-reply", "malformed")
+"""Marks a reply ``openai_shaped`` turned into a 502 (the server's 2xx body was unreadable)."""
 
 
 @dataclass(frozen=True)
@@ -113,9 +131,22 @@ class ChatSettings:
             "extra_body": copy.deepcopy(dict(self.extra_body or {})),
         }
 
+    def request_fields(self, params: GenerationParams) -> dict[str, Any]:
+        """The decoding fields of a request, as ``chat.completions.create`` arguments."""
+        limit = params.max_new_tokens
+        if self.max_tokens_cap is not None:
+            limit = min(limit, self.max_tokens_cap)
+        fields = {
+            self.max_tokens_field: limit,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "seed": params.seed,
+        }
+        return {k: v for k, v in fields.items() if k not in self.omit}
+
 
 class ChatClient:
-    """The wire: POST ``<base>/chat/completions`` with retries, balancing and accounting."""
+    """One role's wire: ``POST <base>/chat/completions`` through the openai client."""
 
     def __init__(
         self,
@@ -127,114 +158,86 @@ class ChatClient:
         headers: Mapping[str, str] | None = None,
         concurrency: int = 16,
         timeout_s: float = 600.0,
-        retry: RetryPolicy | None = None,
+        max_retries: int = 6,
         prices: Prices | None = None,
         dead_after: int = 3,
         cooldown_s: float = 30.0,
         health_path: str = "models",
         clock: Callable[[], float] = time.monotonic,
-        transport: httpx.BaseTransport | None = None,
+        transport: httpx2.BaseTransport | None = None,
     ) -> None:
         if concurrency < 1:
             raise OptionsError("concurrency must be >= 1")
+        if max_retries < 0:
+            raise OptionsError("max_retries must be >= 0")
         self.settings = settings
-        self.retry = retry or RetryPolicy()
-        self.usage = UsageMeter(prices)
         self.concurrency = concurrency
         self.key_env = key_env
-        self.scrub = Scrubber([api_key])
-        self._headers = {"Content-Type": "application/json", **dict(headers or {})}
-        if api_key:
-            self._headers["Authorization"] = f"Bearer {api_key}"
-        self._health_path = health_path.strip("/")
-        self._slots = threading.BoundedSemaphore(concurrency)
-        self.pool = EndpointPool(
-            base_urls, dead_after=dead_after, cooldown_s=cooldown_s, health=self._healthy, clock=clock
+        self.what = f"chat completion ({settings.model})"
+        self.scrub = Scrubber([api_key, *(headers or {}).values()])
+        self.usage = UsageMeter(prices)
+        self.pool = EndpointPool(base_urls, dead_after=dead_after, cooldown_s=cooldown_s, clock=clock)
+        inner = transport or httpx2.HTTPTransport(
+            limits=httpx2.Limits(
+                max_connections=concurrency + len(base_urls), max_keepalive_connections=concurrency
+            )
         )
-        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-        timeout = httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))
-        self._clients = {
-            id(e): httpx.Client(limits=limits, timeout=timeout, headers=self._headers, transport=transport)
-            for e in self.pool.endpoints
-        }
+        routed = RoutingTransport(
+            self.pool,
+            inner,
+            concurrency=concurrency,
+            classify=attempt_failure,
+            review=openai_shaped,
+            on_attempt=self.usage.record_attempt,
+            health_path=health_path,
+        )
+        timeout = httpx2.Timeout(timeout_s, connect=min(10.0, timeout_s))
+        self.openai = openai.OpenAI(
+            api_key=api_key or "no-key",  # never sent: see _request_headers
+            base_url=self.pool.endpoints[0].url,
+            timeout=timeout,
+            max_retries=max_retries,
+            default_headers=_default_headers(api_key, headers or {}),
+            http_client=httpx2.Client(transport=routed, timeout=timeout, follow_redirects=False),
+        )
+        self._request_headers = {} if api_key else {"Authorization": openai.Omit()}
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
 
     # -- one request ------------------------------------------------------------------------------
-    def chat(self, messages: list[dict[str, Any]], params: GenerationParams, *, images: int = 0) -> str:
-        """The reply text (reasoning prefixed as ``<think>…</think>``); raises ``BackendError``."""
-        return reply_text(self.send(self.request_body(messages, params), images=images))
+    def chat(
+        self, messages: list[dict[str, Any]], params: GenerationParams, *, images: int = 0
+    ) -> Completion:
+        """The first choice as a ``Completion``; raises ``BackendError``."""
+        return completion_of(self.create(messages, params, images=images))
 
-    def send(self, body: Mapping[str, Any], *, images: int = 0) -> dict[str, Any]:
-        """POST one request body with retries; the decoded reply (it has at least one choice)."""
-        payload = json.dumps(body).encode("utf-8")
-
-        def on_retry(exc: BackendError, _wait: float) -> None:
-            self.usage.record_retry(exc.kind)
-
+    def create(
+        self,
+        messages: list[dict[str, Any]],
+        params: GenerationParams,
+        *,
+        images: int = 0,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> ChatCompletion:
+        """One chat completion (the client retries); the reply has at least one choice."""
+        body = {**copy.deepcopy(dict(self.settings.extra_body or {})), **(extra_body or {})}
+        self.usage.record_request(images=images)
         try:
-            data = self.retry.call(lambda: self._attempt(payload), on_retry=on_retry)
-        except BackendError as exc:
-            self.usage.record_failure(exc.kind)
-            raise
-        self.usage.record_success(data.get("usage"), images=images)
-        return data
-
-    def request_body(self, messages: list[dict[str, Any]], params: GenerationParams) -> dict[str, Any]:
-        s = self.settings
-        max_tokens = (
-            params.max_new_tokens
-            if s.max_tokens_cap is None
-            else min(params.max_new_tokens, s.max_tokens_cap)
-        )
-        body: dict[str, Any] = {"model": s.model, "messages": messages, s.max_tokens_field: max_tokens}
-        decoding = {"temperature": params.temperature, "top_p": params.top_p, "seed": params.seed}
-        body.update({k: v for k, v in decoding.items() if k not in s.omit})
-        for key, value in (s.extra_body or {}).items():
-            body[key] = copy.deepcopy(value)
-        return body
-
-    def _attempt(self, payload: bytes) -> dict[str, Any]:
-        what = f"chat completion ({self.settings.model})"
-        self.usage.record_attempt()
-        with self._slots:
-            endpoint = self.pool.acquire()
-            error: BackendError | None = None
-            try:
-                try:
-                    response = self._clients[id(endpoint)].post(
-                        f"{endpoint.url}/chat/completions", content=payload
-                    )
-                except httpx.HTTPError as exc:
-                    raise map_transport_error(exc, what, self.scrub) from None
-                if response.status_code >= 400:
-                    raise map_status(response, what, self.scrub, key_env=self.key_env)
-                data = json_body(response, what)
-                if not isinstance(data, dict):
-                    raise MalformedReply(f"{what}: reply is not a JSON object")
-                if "error" in data and not data.get("choices"):  # some routers answer 200 with an error
-                    raise map_status(
-                        httpx.Response(_error_status(data), json=data), what, self.scrub, key_env=self.key_env
-                    )
-                choices = data.get("choices")
-                if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-                    raise MalformedReply(f"{what}: reply has no choices")
-                return data
-            except BackendError as exc:
-                error = exc
-                raise
-            finally:
-                self.pool.release(endpoint, endpoint_outcome(error))
-
-    def _healthy(self, endpoint: Endpoint) -> bool:
-        url = f"{endpoint.url}/{self._health_path}" if self._health_path else endpoint.url
-        try:
-            return self._clients[id(endpoint)].get(url, timeout=10.0).status_code < 400
-        except httpx.HTTPError:
-            return False
+            reply = self.openai.chat.completions.create(
+                model=self.settings.model,
+                messages=messages,  # type: ignore[arg-type]  # plain dicts, as the API documents them
+                extra_body=body or None,
+                extra_headers=self._request_headers,
+                **self.settings.request_fields(params),
+            )
+        except openai.OpenAIError as exc:
+            self.usage.record_failure()
+            raise backend_error(exc, self.what, self.scrub, key_env=self.key_env) from None
+        self.usage.record_success(token_usage(reply.usage), reported_cost=_extra(reply.usage, "cost"))
+        return reply
 
     # -- batches --------------------------------------------------------------------------------
-    def map(self, fn: Callable[[Any], str], items: Sequence[Any]) -> list[str | Exception]:
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
         """``fn`` over ``items`` with up to ``concurrency`` in flight; errors returned in place."""
         if len(items) <= 1:
             return [_capture(fn, item) for item in items]
@@ -249,37 +252,136 @@ class ChatClient:
     def close(self) -> None:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
-        for client in self._clients.values():
-            client.close()
+        self.openai.close()
 
 
-def reply_text(data: Mapping[str, Any]) -> str:
-    """The first choice's text, with its reasoning (if any) in front as ``<think>…</think>``."""
-    message = data["choices"][0].get("message") or {}
-    content = message.get("content")
+# -- the boundary -----------------------------------------------------------------------------------
+def backend_error(
+    exc: openai.OpenAIError, what: str, scrub: Scrubber, *, key_env: str | None = None
+) -> BackendError:
+    """The openai client's error (after its retries) as ours; the message is scrubbed.
+
+    ``APITimeoutError`` → ``Timeout``; ``APIConnectionError`` (refused, reset, dropped) →
+    ``TransientBackendError``; ``APIStatusError`` by status (``RateLimitError`` → ``RateLimited``
+    with the server's Retry-After, ``AuthenticationError`` / ``PermissionDeniedError`` name the
+    key's variable, ``BadRequestError`` … → ``PermanentBackendError``), a reply that was not
+    OpenAI-shaped → ``MalformedReply``; anything else the client raises → ``PermanentBackendError``.
+    """
+    if isinstance(exc, openai.APITimeoutError):
+        return Timeout(f"{what}: timed out")
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__
+        detail = f"{type(cause).__name__}: {scrub(str(cause))[:200]}" if cause else scrub(exc.message)
+        return TransientBackendError(f"{what}: connection failed ({detail})")
+    if isinstance(exc, openai.APIStatusError):
+        message = exc.body.get("message") if isinstance(exc.body, Mapping) else None
+        detail = scrub(str(message if message is not None else exc.message))[:300]
+        if exc.response.headers.get(_MALFORMED[0]) == _MALFORMED[1]:
+            return MalformedReply(f"{what}: {detail}")
+        return error_for_status(
+            exc.status_code,
+            f"{what}: HTTP {exc.status_code}" + (f": {detail}" if detail else ""),
+            retry_after=retry_after_seconds(exc.response.headers),
+            key_env=key_env,
+        )
+    if isinstance(exc, openai.APIResponseValidationError):
+        return MalformedReply(f"{what}: {scrub(exc.message)[:300]}")
+    return PermanentBackendError(f"{what}: {type(exc).__name__}: {scrub(str(exc))[:300]}")
+
+
+def attempt_failure(response: httpx2.Response | None, error: Exception | None) -> str | None:
+    """The error kind of one attempt on the wire (``None``: it succeeded), for health and accounting."""
+    if error is not None or response is None:
+        return Timeout.kind if isinstance(error, httpx2.TimeoutException) else TransientBackendError.kind
+    if response.is_success:
+        return None
+    if response.headers.get(_MALFORMED[0]) == _MALFORMED[1]:
+        return MalformedReply.kind
+    return error_for_status(response.status_code, "").kind
+
+
+def openai_shaped(response: httpx2.Response) -> httpx2.Response:
+    """A 2xx chat reply as the openai client can read it, or the error status it stands for."""
+    if not response.is_success:
+        return response
+    try:
+        data = json.loads(response.content)
+    except ValueError:
+        return _malformed(response, f"reply is not valid JSON ({len(response.content)} bytes)")
+    if isinstance(data, dict) and data.get("error") and not data.get("choices"):  # routers do this
+        error = data["error"]
+        code = error.get("code") if isinstance(error, Mapping) else None
+        status = code if isinstance(code, int) and 400 <= code < 600 else 502
+        body = data if isinstance(error, Mapping) else {"error": {"message": str(error)}}
+        return httpx2.Response(status, json=body)
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return _malformed(response, "reply has no choices")
+    return response
+
+
+def _malformed(response: httpx2.Response, message: str) -> httpx2.Response:
+    return httpx2.Response(502, headers=[_MALFORMED], json={"error": {"message": message}})
+
+
+def completion_of(reply: ChatCompletion) -> Completion:
+    """The first choice's text, its separately returned reasoning, and the reply's token usage."""
+    message = reply.choices[0].message
+    content: Any = message.content
     if isinstance(content, list):  # content parts
         content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
     if content is None:
-        content = message.get("refusal") or ""
-    reasoning = message.get("reasoning_content") or message.get("reasoning")
-    if isinstance(reasoning, str) and reasoning.strip() and "<think>" not in content:
-        content = f"<think>{reasoning}</think>\n{content}"
-    return str(content)
+        content = message.refusal or ""
+    reasoning = _extra(message, "reasoning_content") or _extra(message, "reasoning")
+    return Completion(
+        text=str(content),
+        reasoning=reasoning if isinstance(reasoning, str) and reasoning.strip() else None,
+        usage=token_usage(reply.usage),
+    )
 
 
-def _capture(fn: Callable[[Any], str], item: Any) -> str | Exception:
+def token_usage(usage: CompletionUsage | None) -> TokenUsage | None:
+    if usage is None:
+        return None
+    details = usage.completion_tokens_details
+    return TokenUsage(
+        prompt_tokens=_count(usage.prompt_tokens),
+        completion_tokens=_count(usage.completion_tokens),
+        reasoning_tokens=_count(details.reasoning_tokens if details is not None else 0),
+    )
+
+
+def _count(value: object) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def _extra(model: Any, name: str) -> Any:
+    """A field the server sent beyond the OpenAI schema (``reasoning_content``, ``usage.cost``…)."""
+    extra = getattr(model, "model_extra", None) or {}
+    return extra.get(name)
+
+
+def _default_headers(api_key: str | None, headers: Mapping[str, str]) -> dict[str, Any]:
+    """The configured headers, and nothing the openai client would take from the environment.
+
+    The client adds ``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID`` and the headers in
+    ``OPENAI_CUSTOM_HEADERS``; a run sends only what its config names, so those are omitted.
+    """
+    ambient = os.environ.get("OPENAI_CUSTOM_HEADERS", "")
+    names = {line.split(":", 1)[0].strip() for line in ambient.splitlines() if ":" in line}
+    out: dict[str, Any] = {n: openai.Omit() for n in names | {"OpenAI-Organization", "OpenAI-Project"} if n}
+    out.update(headers)
+    out["Authorization"] = f"Bearer {api_key}" if api_key else openai.Omit()
+    return out
+
+
+def _capture(fn: Callable[[Any], Any], item: Any) -> Any:
     try:
         return fn(item)
     except BackendError as exc:
         return exc
     except Exception as exc:  # a bug or an unexpected library error: still one item's failure
         return PermanentBackendError(f"{type(exc).__name__}: {exc}")
-
-
-def _error_status(data: Mapping[str, Any]) -> int:
-    err = data.get("error")
-    code = err.get("code") if isinstance(err, Mapping) else None
-    return code if isinstance(code, int) and 400 <= code < 600 else 502
 
 
 def conversation_messages(conversation: Sequence[ChatMessage]) -> tuple[list[dict[str, Any]], int]:
@@ -312,11 +414,17 @@ class _ChatBackend:
         return self.client.settings.identity(self.backend)
 
     def usage(self) -> dict[str, Any]:
-        """Tokens, cost, retries and per-endpoint counts of this role so far (JSON-ready)."""
+        """Requests, attempts, tokens, cost and per-endpoint counts of this role so far (JSON-ready)."""
         return {"backend": self.backend, "model": self.client.settings.model, **self.client.stats()}
 
     def close(self) -> None:
         self.client.close()
+
+    def __enter__(self) -> _ChatBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class OpenAIVisionChat(_ChatBackend):
@@ -327,7 +435,7 @@ class OpenAIVisionChat(_ChatBackend):
     ) -> list[Completion | Exception]:
         def one(conversation: Sequence[ChatMessage]) -> Completion:
             messages, n_images = conversation_messages(conversation)
-            return Completion(self.client.chat(messages, params, images=n_images))
+            return self.client.chat(messages, params, images=n_images)
 
         return self.client.map(one, list(conversations))
 
@@ -338,18 +446,20 @@ class OpenAIText(_ChatBackend):
     def complete(self, prompt: str, params: GenerationParams) -> Completion:
         if not prompt.strip():
             raise BadInput("empty prompt")
-        return Completion(self.client.chat([{"role": "user", "content": prompt}], params))
+        return self.client.chat([{"role": "user", "content": prompt}], params)
 
 
 def client_from_options(
     options: Mapping[str, Any],
     backend: str = "openai-chat",
     *,
-    sleep: Callable[[float], None] = time.sleep,
-    rng: random.Random | None = None,
     clock: Callable[[], float] = time.monotonic,
+    transport: httpx2.BaseTransport | None = None,
 ) -> ChatClient:
-    """Validate the role's options and build its client."""
+    """Validate the role's options and build its client (``transport``: tests inject one)."""
+    for name, hint in RETIRED.items():
+        if name in options:
+            raise OptionsError(f"backend {backend!r}: option {name} is gone: {hint}")
     check_options(options, OPTIONS, backend)
     model = options.get("model")
     if not isinstance(model, str) or not model:
@@ -378,26 +488,19 @@ def client_from_options(
         omit=omit,
         extra_body=dict(extra),
     )
-    key_env = options.get("api_key_env")
-    retry = RetryPolicy(
-        max_retries=int(options.get("max_retries", 6)),
-        base_delay=float(options.get("backoff_base_s", 1.0)),
-        max_delay=float(options.get("backoff_max_s", 60.0)),
-        sleep=sleep,
-        rng=rng or random.Random(),
-    )
     return ChatClient(
         settings,
         urls,
         api_key=secret_from_env(options, backend),
-        key_env=key_env,
+        key_env=options.get("api_key_env"),
         headers=check_headers(options.get("headers"), backend),
         concurrency=int(options.get("concurrency", 16)),
         timeout_s=float(options.get("timeout_s", 600.0)),
-        retry=retry,
+        max_retries=int(options.get("max_retries", 6)),
         prices=Prices.from_options(options.get("prices")),
         dead_after=int(options.get("dead_after", 3)),
         cooldown_s=float(options.get("cooldown_s", 30.0)),
         health_path=str(options.get("health_path", "models")),
         clock=clock,
+        transport=transport,
     )

@@ -14,11 +14,10 @@ Options: those of ``openai-chat`` (``model``, ``base_url``, ``api_key_env``, ``p
 
 from __future__ import annotations
 
-import random
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
+from openai.types.chat import ChatCompletion
 from PIL import Image
 
 from model_adapters.contracts import GenerationParams
@@ -72,40 +71,36 @@ class OpenRouterImageEditor:
                 ],
             }
         ]
-        body = self.client.request_body(messages, GenerationParams(max_new_tokens=self.max_tokens, seed=seed))
-        body["modalities"] = ["image", "text"]
+        extra: dict[str, Any] = {"modalities": ["image", "text"]}
         if self.image_config:
-            body["image_config"] = dict(self.image_config)
+            extra["image_config"] = dict(self.image_config)
+        params = GenerationParams(max_new_tokens=self.max_tokens, seed=seed)
         with self.stats.counting_failures():
-            edited = self._image(self.client.send(body, images=1))
+            edited = self._image(self.client.create(messages, params, images=1, extra_body=extra))
         return finish(edited, image, self.stats)
 
-    def _image(self, data: Mapping[str, Any]) -> Image.Image:
-        choice = data["choices"][0]
-        message = choice.get("message") or {}
-        for item in message.get("images") or ():
+    def _image(self, reply: ChatCompletion) -> Image.Image:
+        choice = reply.choices[0]
+        message = choice.message
+        for item in (message.model_extra or {}).get("images") or ():
             url = (item.get("image_url") or {}).get("url") if isinstance(item, dict) else None
             if isinstance(url, str):
                 return decode_data_uri(url, source=f"{self.name} image")
         reason = (
-            message.get("refusal")
-            or choice.get("native_finish_reason")
-            or choice.get("finish_reason")
+            message.refusal
+            or (choice.model_extra or {}).get("native_finish_reason")
+            or choice.finish_reason
             or "no image in the reply"
         )
-        text = message.get("content") if isinstance(message.get("content"), str) else ""
+        text = message.content if isinstance(message.content, str) else ""
         raise EditRefused(f"{self.name}: {reason}" + (f": {text[:200]}" if text else ""))
 
     def close(self) -> None:
         self.client.close()
 
 
-def from_options(
-    options: Mapping[str, Any],
-    *,
-    sleep: Callable[[float], None] = time.sleep,
-    rng: random.Random | None = None,
-) -> OpenRouterImageEditor:
+def from_options(options: Mapping[str, Any], **client_kwargs: Any) -> OpenRouterImageEditor:
+    """The editor the role's options describe (``client_kwargs``: see ``client_from_options``)."""
     opts = dict(options)
     image_config = opts.pop("image_config", None)
     max_tokens = int(opts.pop("max_tokens", 8192))
@@ -117,5 +112,5 @@ def from_options(
     if opts["api_key_env"] is None:
         del opts["api_key_env"]
     opts.setdefault("concurrency", 4)
-    client = client_from_options(opts, "openrouter-image", sleep=sleep, rng=rng)
+    client = client_from_options(opts, "openrouter-image", **client_kwargs)
     return OpenRouterImageEditor(client, image_config=image_config, max_tokens=max_tokens)

@@ -132,11 +132,21 @@ def map_status(
     response: httpx.Response, what: str, scrub: Scrubber, *, key_env: str | None = None
 ) -> BackendError:
     """A non-2xx response as our error, with the server's message (scrubbed, truncated)."""
-    status = response.status_code
     detail = scrub(_error_message(response))[:300]
-    text = f"{what}: HTTP {status}" + (f": {detail}" if detail else "")
+    return error_for_status(
+        response.status_code,
+        f"{what}: HTTP {response.status_code}" + (f": {detail}" if detail else ""),
+        retry_after=retry_after_seconds(response.headers),
+        key_env=key_env,
+    )
+
+
+def error_for_status(
+    status: int, text: str, *, retry_after: float | None = None, key_env: str | None = None
+) -> BackendError:
+    """The error an HTTP status stands for (the table in this module's docstring)."""
     if status == 429:
-        return RateLimited(text, retry_after_seconds(response.headers))
+        return RateLimited(text, retry_after)
     if status == 408 or status >= 500:
         return TransientBackendError(text)
     if status == 413:
@@ -145,17 +155,6 @@ def map_status(
         hint = f" (check the key in ${key_env})" if key_env else " (set api_key_env to the key's variable)"
         return PermanentBackendError(text + hint)
     return PermanentBackendError(text)
-
-
-def endpoint_outcome(error: BackendError | None) -> str:
-    """How a call's result counts for endpoint health: ``ok``, ``down`` or ``other``."""
-    if error is None:
-        return "ok"
-    if isinstance(error, RateLimited) or not error.retryable:
-        return "other"
-    if isinstance(error, MalformedReply):
-        return "other"
-    return "down"
 
 
 class MalformedReply(TransientBackendError):

@@ -1,6 +1,6 @@
 """Token and cost accounting for one backend (one role), safe to update from many threads.
 
-Counts what was actually paid for: every successful call adds its ``usage`` block (prompt,
+Counts what was actually paid for: every successful call adds its token usage (prompt,
 completion and reasoning tokens). Cost is the server's own figure when it reports one
 (OpenRouter's ``usage.cost``), else computed from a price table in USD per million tokens
 (``prices: {input_per_million: 0.2, output_per_million: 0.6}``), else unknown (``None``).
@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from model_adapters.contracts import TokenUsage
 from model_adapters.errors import OptionsError
 
 
@@ -45,12 +46,18 @@ class Prices:
 
 
 class UsageMeter:
+    """Counts of one role's requests, their attempts, tokens and cost.
+
+    A *request* is one call of the backend (``requests`` counts every one, ``failures`` those that
+    failed after their retries); each try on the wire is an *attempt* (``retries`` = attempts beyond
+    each request's first). ``errors`` counts failed attempts by error kind.
+    """
+
     def __init__(self, prices: Prices | None = None) -> None:
         self.prices = prices
         self._lock = threading.Lock()
         self.requests = 0
         self.attempts = 0
-        self.retries = 0
         self.failures = 0
         self.errors: dict[str, int] = {}
         self.prompt_tokens = 0
@@ -61,44 +68,40 @@ class UsageMeter:
         self._reported_calls = 0
         self._computed_cost = 0.0
 
-    def record_success(self, usage: Mapping[str, Any] | None, *, images: int = 0) -> None:
-        usage = usage if isinstance(usage, Mapping) else {}
-        prompt = _int(usage.get("prompt_tokens", usage.get("input_tokens")))
-        completion = _int(usage.get("completion_tokens", usage.get("output_tokens")))
-        details = usage.get("completion_tokens_details") or usage.get("output_tokens_details") or {}
-        reasoning = _int(details.get("reasoning_tokens")) if isinstance(details, Mapping) else 0
-        reported = usage.get("cost")
+    def record_request(self, *, images: int = 0) -> None:
         with self._lock:
             self.requests += 1
             self.images += images
-            self.prompt_tokens += prompt
-            self.completion_tokens += completion
-            self.reasoning_tokens += reasoning
-            if isinstance(reported, (int, float)) and not isinstance(reported, bool):
-                self._reported_cost += float(reported)
-                self._reported_calls += 1
-            elif self.prices is not None:
-                self._computed_cost += self.prices.cost(prompt, completion)
 
-    def record_attempt(self) -> None:
+    def record_attempt(self, failure: str | None) -> None:
+        """One attempt on the wire; ``failure`` is its error kind, ``None`` when it succeeded."""
         with self._lock:
             self.attempts += 1
+            if failure is not None:
+                self.errors[failure] = self.errors.get(failure, 0) + 1
 
-    def record_retry(self, kind: str) -> None:
+    def record_success(self, usage: TokenUsage | None, *, reported_cost: object = None) -> None:
+        usage = usage or TokenUsage()
         with self._lock:
-            self.retries += 1
-            self.errors[kind] = self.errors.get(kind, 0) + 1
+            self.prompt_tokens += usage.prompt_tokens
+            self.completion_tokens += usage.completion_tokens
+            self.reasoning_tokens += usage.reasoning_tokens
+            if isinstance(reported_cost, (int, float)) and not isinstance(reported_cost, bool):
+                self._reported_cost += float(reported_cost)
+                self._reported_calls += 1
+            elif self.prices is not None:
+                self._computed_cost += self.prices.cost(usage.prompt_tokens, usage.completion_tokens)
 
-    def record_failure(self, kind: str) -> None:
+    def record_failure(self) -> None:
         with self._lock:
             self.failures += 1
-            self.errors[kind] = self.errors.get(kind, 0) + 1
 
     def as_dict(self) -> dict[str, Any]:
         with self._lock:
+            succeeded = self.requests - self.failures
             if self._reported_calls:
                 cost: float | None = self._reported_cost + self._computed_cost
-                source = "reported" if self._reported_calls == self.requests else "reported+price_table"
+                source = "reported" if self._reported_calls == succeeded else "reported+price_table"
             elif self.prices is not None:
                 cost, source = self._computed_cost, "price_table"
             else:
@@ -106,7 +109,7 @@ class UsageMeter:
             return {
                 "requests": self.requests,
                 "attempts": self.attempts,
-                "retries": self.retries,
+                "retries": max(0, self.attempts - self.requests),
                 "failures": self.failures,
                 "errors": dict(sorted(self.errors.items())),
                 "prompt_tokens": self.prompt_tokens,
@@ -117,10 +120,6 @@ class UsageMeter:
                 "cost_usd": None if cost is None else round(cost, 6),
                 "cost_source": source,
             }
-
-
-def _int(value: object) -> int:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
 
 
 def role_usage(backends: Mapping[str, Any]) -> dict[str, Any]:

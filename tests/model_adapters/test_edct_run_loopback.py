@@ -44,9 +44,7 @@ def _chat(urls: list[str], model: str) -> dict:
         "base_urls": urls,
         "api_key_env": "EDCT_LOOPBACK_KEY",
         "timeout_s": 0.5,  # a stalled reply (1.2 s) times out; a normal one never does
-        "backoff_base_s": 0.001,
-        "backoff_max_s": 0.01,
-        "max_retries": 6,
+        "max_retries": 6,  # the openai client's backoff: 0.5 s doubling, or the server's Retry-After
         "concurrency": 8,
         "dead_after": 6,  # random faults are not a dead server: keep both in rotation
         "cooldown_s": 0.2,
@@ -135,11 +133,12 @@ def _editor_role(kind: str, url: str) -> dict:
         }
     if kind == "openai-images":
         return {"backend": "openai-images", "model": "gpt-image-1", "base_url": url + "/v1", **common}
+    chat = {k: v for k, v in common.items() if not k.startswith("backoff_")}  # the client backs off
     return {
         "backend": "openrouter-image",
         "model": "google/gemini-3-pro-image-preview",
         "base_url": url + "/v1",
-        **common,
+        **chat,
     }
 
 

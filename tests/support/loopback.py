@@ -456,3 +456,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, b"<Error><Code>NoSuchKey</Code></Error>", "application/xml")
         else:
             self._send(200, data, "image/png")
+
+
+def openai_retry_waits(records: Sequence[Any]) -> list[float]:
+    """The waits the openai client chose before its retries, from its log (``caplog.records``).
+
+    The client logs ``Retrying request in <seconds> seconds (retry n of m)`` at INFO from
+    ``openai._base_client`` right before it sleeps.
+    """
+    return [
+        float(r.args[0])
+        for r in records
+        if r.name == "openai._base_client" and r.msg.startswith("Retrying request in")
+    ]
