@@ -175,7 +175,7 @@ class RoutingTransport(httpx2.BaseTransport):
         self.health_path = health_path.strip("/")
         self._primary = str(httpx2.URL(pool.endpoints[0].url))
         self._slots = threading.BoundedSemaphore(concurrency)
-        pool.health = self.healthy
+        pool.health = self.healthy  # health checks go over the same wire, uncounted
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         with self._slots:
@@ -194,6 +194,8 @@ class RoutingTransport(httpx2.BaseTransport):
                 return response
             except Exception as exc:
                 error = exc
+                if response is not None:
+                    response.close()
                 raise
             finally:
                 kind = self.classify(response, error)

@@ -7,10 +7,9 @@ endpoints behind it (``endpoints.RoutingTransport``), a concurrency bound and th
 (extractor, judge, edit parser) answers one prompt. Both return typed ``Completion`` replies.
 Images go as base64 PNG data-URI ``image_url`` parts.
 
-Errors: ``backend_error`` is the one boundary where the client's exceptions become
-``model_adapters.errors``. Replies that are not OpenAI-shaped (a 2xx body that is not JSON or has
-no choices, a router's 200 carrying an ``error``) are turned into the error status they stand for
-on the wire (``openai_shaped``), so the client retries them like a 5xx.
+Errors: ``openai_wire.backend_error`` is the one boundary where the client's exceptions become
+``model_adapters.errors``; replies that are not OpenAI-shaped are retried like a 5xx
+(``openai_wire.openai_shaped``).
 
 Thinking: reasoning the server returns separately (``reasoning_content`` from vLLM/SGLang/DeepSeek,
 ``reasoning`` from OpenRouter) goes into ``Completion.reasoning``; ``Completion.text`` is the
@@ -40,7 +39,6 @@ Options (``roles.<role>:`` in the run config)::
 from __future__ import annotations
 
 import copy
-import json
 import os
 import threading
 import time
@@ -52,27 +50,29 @@ from typing import Any
 import httpx2
 import openai
 from openai.types.chat import ChatCompletion
-from openai.types.completion_usage import CompletionUsage
 
-from model_adapters.contracts import ChatMessage, Completion, GenerationParams, TokenUsage
+from model_adapters.contracts import ChatMessage, Completion, GenerationParams
 from model_adapters.endpoints import EndpointPool, RoutingTransport
 from model_adapters.errors import (
     BackendError,
     BadInput,
     OptionsError,
     PermanentBackendError,
-    Timeout,
-    TransientBackendError,
 )
 from model_adapters.images import data_uri
-from model_adapters.retry import retry_after_seconds
+from model_adapters.openai_wire import (
+    attempt_failure,
+    backend_error,
+    completion_of,
+    extra_field,
+    openai_shaped,
+    token_usage,
+)
 from model_adapters.transport import (
-    MalformedReply,
     Scrubber,
     check_base_url,
     check_headers,
     check_options,
-    error_for_status,
     secret_from_env,
 )
 from model_adapters.usage import Prices, UsageMeter
@@ -98,15 +98,9 @@ OPTIONS = frozenset(
         "health_path",
     }
 )
-RETIRED = {
-    "backoff_base_s": "the openai client backs off by itself (0.5 s doubling to 8 s, or the server's "
-    "Retry-After); remove backoff_base_s",
-    "backoff_max_s": "the openai client backs off by itself (0.5 s doubling to 8 s, or the server's "
-    "Retry-After); remove backoff_max_s",
-}
+RETIRED = ("backoff_base_s", "backoff_max_s")
+"""Options of the hand-written client; the openai client backs off by itself."""
 _DECODING_FIELDS = ("temperature", "top_p", "seed")
-_MALFORMED = ("x-edct-reply", "malformed")
-"""Marks a reply ``openai_shaped`` turned into a 502 (the server's 2xx body was unreadable)."""
 
 
 @dataclass(frozen=True)
@@ -233,7 +227,7 @@ class ChatClient:
         except openai.OpenAIError as exc:
             self.usage.record_failure()
             raise backend_error(exc, self.what, self.scrub, key_env=self.key_env) from None
-        self.usage.record_success(token_usage(reply.usage), reported_cost=_extra(reply.usage, "cost"))
+        self.usage.record_success(token_usage(reply.usage), reported_cost=extra_field(reply.usage, "cost"))
         return reply
 
     # -- batches --------------------------------------------------------------------------------
@@ -253,112 +247,6 @@ class ChatClient:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
         self.openai.close()
-
-
-# -- the boundary -----------------------------------------------------------------------------------
-def backend_error(
-    exc: openai.OpenAIError, what: str, scrub: Scrubber, *, key_env: str | None = None
-) -> BackendError:
-    """The openai client's error (after its retries) as ours; the message is scrubbed.
-
-    ``APITimeoutError`` → ``Timeout``; ``APIConnectionError`` (refused, reset, dropped) →
-    ``TransientBackendError``; ``APIStatusError`` by status (``RateLimitError`` → ``RateLimited``
-    with the server's Retry-After, ``AuthenticationError`` / ``PermissionDeniedError`` name the
-    key's variable, ``BadRequestError`` … → ``PermanentBackendError``), a reply that was not
-    OpenAI-shaped → ``MalformedReply``; anything else the client raises → ``PermanentBackendError``.
-    """
-    if isinstance(exc, openai.APITimeoutError):
-        return Timeout(f"{what}: timed out")
-    if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__
-        detail = f"{type(cause).__name__}: {scrub(str(cause))[:200]}" if cause else scrub(exc.message)
-        return TransientBackendError(f"{what}: connection failed ({detail})")
-    if isinstance(exc, openai.APIStatusError):
-        message = exc.body.get("message") if isinstance(exc.body, Mapping) else None
-        detail = scrub(str(message if message is not None else exc.message))[:300]
-        if exc.response.headers.get(_MALFORMED[0]) == _MALFORMED[1]:
-            return MalformedReply(f"{what}: {detail}")
-        return error_for_status(
-            exc.status_code,
-            f"{what}: HTTP {exc.status_code}" + (f": {detail}" if detail else ""),
-            retry_after=retry_after_seconds(exc.response.headers),
-            key_env=key_env,
-        )
-    if isinstance(exc, openai.APIResponseValidationError):
-        return MalformedReply(f"{what}: {scrub(exc.message)[:300]}")
-    return PermanentBackendError(f"{what}: {type(exc).__name__}: {scrub(str(exc))[:300]}")
-
-
-def attempt_failure(response: httpx2.Response | None, error: Exception | None) -> str | None:
-    """The error kind of one attempt on the wire (``None``: it succeeded), for health and accounting."""
-    if error is not None or response is None:
-        return Timeout.kind if isinstance(error, httpx2.TimeoutException) else TransientBackendError.kind
-    if response.is_success:
-        return None
-    if response.headers.get(_MALFORMED[0]) == _MALFORMED[1]:
-        return MalformedReply.kind
-    return error_for_status(response.status_code, "").kind
-
-
-def openai_shaped(response: httpx2.Response) -> httpx2.Response:
-    """A 2xx chat reply as the openai client can read it, or the error status it stands for."""
-    if not response.is_success:
-        return response
-    try:
-        data = json.loads(response.content)
-    except ValueError:
-        return _malformed(response, f"reply is not valid JSON ({len(response.content)} bytes)")
-    if isinstance(data, dict) and data.get("error") and not data.get("choices"):  # routers do this
-        error = data["error"]
-        code = error.get("code") if isinstance(error, Mapping) else None
-        status = code if isinstance(code, int) and 400 <= code < 600 else 502
-        body = data if isinstance(error, Mapping) else {"error": {"message": str(error)}}
-        return httpx2.Response(status, json=body)
-    choices = data.get("choices") if isinstance(data, dict) else None
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return _malformed(response, "reply has no choices")
-    return response
-
-
-def _malformed(response: httpx2.Response, message: str) -> httpx2.Response:
-    return httpx2.Response(502, headers=[_MALFORMED], json={"error": {"message": message}})
-
-
-def completion_of(reply: ChatCompletion) -> Completion:
-    """The first choice's text, its separately returned reasoning, and the reply's token usage."""
-    message = reply.choices[0].message
-    content: Any = message.content
-    if isinstance(content, list):  # content parts
-        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    if content is None:
-        content = message.refusal or ""
-    reasoning = _extra(message, "reasoning_content") or _extra(message, "reasoning")
-    return Completion(
-        text=str(content),
-        reasoning=reasoning if isinstance(reasoning, str) and reasoning.strip() else None,
-        usage=token_usage(reply.usage),
-    )
-
-
-def token_usage(usage: CompletionUsage | None) -> TokenUsage | None:
-    if usage is None:
-        return None
-    details = usage.completion_tokens_details
-    return TokenUsage(
-        prompt_tokens=_count(usage.prompt_tokens),
-        completion_tokens=_count(usage.completion_tokens),
-        reasoning_tokens=_count(details.reasoning_tokens if details is not None else 0),
-    )
-
-
-def _count(value: object) -> int:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
-
-
-def _extra(model: Any, name: str) -> Any:
-    """A field the server sent beyond the OpenAI schema (``reasoning_content``, ``usage.cost``…)."""
-    extra = getattr(model, "model_extra", None) or {}
-    return extra.get(name)
 
 
 def _default_headers(api_key: str | None, headers: Mapping[str, str]) -> dict[str, Any]:
@@ -420,12 +308,6 @@ class _ChatBackend:
     def close(self) -> None:
         self.client.close()
 
-    def __enter__(self) -> _ChatBackend:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
 
 class OpenAIVisionChat(_ChatBackend):
     """A target VLM behind an OpenAI-compatible server (VisionChatModel)."""
@@ -457,9 +339,12 @@ def client_from_options(
     transport: httpx2.BaseTransport | None = None,
 ) -> ChatClient:
     """Validate the role's options and build its client (``transport``: tests inject one)."""
-    for name, hint in RETIRED.items():
+    for name in RETIRED:
         if name in options:
-            raise OptionsError(f"backend {backend!r}: option {name} is gone: {hint}")
+            raise OptionsError(
+                f"backend {backend!r}: remove {name}: the openai client backs off by itself "
+                "(0.5 s doubling to 8 s, or the server's Retry-After)"
+            )
     check_options(options, OPTIONS, backend)
     model = options.get("model")
     if not isinstance(model, str) or not model:

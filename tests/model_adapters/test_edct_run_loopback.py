@@ -103,6 +103,17 @@ def test_loopback_run_with_faults_matches_the_in_process_run(reference, tmp_path
     assert set(faults.injected) == {"rate_limited", "server_error", "timeout", "malformed", "dropped"}
     assert min(served) > 0.25 * sum(served)  # both servers did their share
     assert not outcome.results["calls"]["failures"]
+    usage = outcome.results["usage"]["roles"]
+    assert set(usage) == {"target", "extractor", "judge", "edit_parser"}
+    for role in usage.values():  # every failed attempt was retried, every request answered
+        assert role["requests"] > 0 and role["failures"] == 0 and role["prompt_tokens"] > 0
+        assert (
+            role["attempts"]
+            == role["requests"] + role["retries"]
+            == role["requests"] + sum(role["errors"].values())
+        )
+    # every injected fault is a failed attempt (a loaded machine may add a timeout of its own)
+    assert sum(sum(role["errors"].values()) for role in usage.values()) >= sum(faults.injected.values())
 
     # the key is in no file the run wrote (results, samples, images, cache, logs)
     needle = KEY.encode()

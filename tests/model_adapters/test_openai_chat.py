@@ -501,6 +501,26 @@ def test_requests_spread_across_servers_and_avoid_a_dead_one(world) -> None:
     assert llm.usage()["failures"] == 0
 
 
+def test_a_retry_goes_to_another_endpoint_with_its_own_host_header(retry_log) -> None:
+    seen: list[tuple[str, str]] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append((str(request.url), request.headers["host"]))
+        if request.url.host == "down":
+            raise httpx2.ConnectError("refused")
+        return httpx2.Response(200, json=_OK)
+
+    llm = _text(["http://down:8000/v1", "http://up:9000/api/v1"], transport=httpx2.MockTransport(handler))
+    assert llm.complete("hi", PARAMS).text == "ok"
+    assert seen == [
+        ("http://down:8000/v1/chat/completions", "down:8000"),
+        ("http://up:9000/api/v1/chat/completions", "up:9000"),
+    ]
+    assert len(openai_retry_waits(retry_log.records)) == 1
+    down, up = llm.usage()["endpoints"]
+    assert (down["requests"], down["errors"], up["requests"], up["errors"]) == (1, 1, 1, 0)
+
+
 def test_empty_prompt_and_empty_image_are_bad_input(world) -> None:
     from PIL import Image
 
