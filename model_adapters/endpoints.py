@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -166,6 +166,7 @@ class RoutingTransport(httpx2.BaseTransport):
         review: Callable[[httpx2.Response], httpx2.Response] = lambda response: response,
         on_attempt: Callable[[str | None], None] = lambda kind: None,
         health_path: str = "models",
+        health_headers: Mapping[str, str] | None = None,
     ) -> None:
         self.pool = pool
         self.inner = inner
@@ -173,6 +174,7 @@ class RoutingTransport(httpx2.BaseTransport):
         self.review = review
         self.on_attempt = on_attempt
         self.health_path = health_path.strip("/")
+        self.health_headers = dict(health_headers or {})
         self._primary = str(httpx2.URL(pool.endpoints[0].url))
         self._slots = threading.BoundedSemaphore(concurrency)
         pool.health = self.healthy  # health checks go over the same wire, uncounted
@@ -210,9 +212,11 @@ class RoutingTransport(httpx2.BaseTransport):
         request.headers["Host"] = request.url.netloc.decode("ascii")
 
     def healthy(self, endpoint: Endpoint) -> bool:
-        """``GET <base>/<health_path>`` answers below 400 within 10 s."""
+        """``GET <base>/<health_path>`` (with the key) answers below 400 within 10 s."""
         url = f"{endpoint.url}/{self.health_path}" if self.health_path else endpoint.url
-        request = httpx2.Request("GET", url, extensions={"timeout": httpx2.Timeout(10.0).as_dict()})
+        request = httpx2.Request(
+            "GET", url, headers=self.health_headers, extensions={"timeout": httpx2.Timeout(10.0).as_dict()}
+        )
         try:
             response = self.inner.handle_request(request)
             response.read()

@@ -184,6 +184,7 @@ class ChatClient:
             review=openai_shaped,
             on_attempt=self.usage.record_attempt,
             health_path=health_path,
+            health_headers={**(headers or {}), **({"Authorization": f"Bearer {api_key}"} if api_key else {})},
         )
         timeout = httpx2.Timeout(timeout_s, connect=min(10.0, timeout_s))
         self.openai = openai.OpenAI(
@@ -224,7 +225,7 @@ class ChatClient:
                 extra_headers=self._request_headers,
                 **self.settings.request_fields(params),
             )
-        except openai.OpenAIError as exc:
+        except Exception as exc:  # the client's errors, and anything unexpected: one boundary
             self.usage.record_failure()
             raise backend_error(exc, self.what, self.scrub, key_env=self.key_env) from None
         self.usage.record_success(token_usage(reply.usage), reported_cost=extra_field(reply.usage, "cost"))

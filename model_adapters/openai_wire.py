@@ -29,9 +29,7 @@ _MALFORMED = ("x-edct-reply", "malformed")
 """Marks a 502 that ``openai_shaped`` made of an unreadable 2xx reply."""
 
 
-def backend_error(
-    exc: openai.OpenAIError, what: str, scrub: Scrubber, *, key_env: str | None = None
-) -> BackendError:
+def backend_error(exc: Exception, what: str, scrub: Scrubber, *, key_env: str | None = None) -> BackendError:
     """The openai client's error (after its retries) as ours; the message is scrubbed.
 
     ``APITimeoutError`` → ``Timeout``; ``APIConnectionError`` (refused, reset, dropped) →

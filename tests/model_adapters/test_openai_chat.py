@@ -476,15 +476,22 @@ def test_the_last_live_endpoint_is_never_removed() -> None:
     assert ep.alive and pool.acquire() is ep
 
 
-def test_requests_spread_across_servers_and_avoid_a_dead_one(world) -> None:
+def test_requests_spread_across_servers_and_avoid_a_dead_one(world, monkeypatch) -> None:
     clock = Clock()
-    with Loopback(world) as one, Loopback(world) as two, Loopback(world, down=True) as dead:
+    key = "sk-cluster-key-42424242"
+    monkeypatch.setenv("CLUSTER_KEY", key)
+    with (
+        Loopback(world, api_key=key) as one,
+        Loopback(world, api_key=key) as two,
+        Loopback(world, api_key=key, down=True) as dead,
+    ):
         llm = _text(
             [one.url + "/v1", two.url + "/v1", dead.url + "/v1"],
             clock=clock,
             dead_after=2,
             cooldown_s=60,
             concurrency=4,
+            api_key_env="CLUSTER_KEY",
         )
         replies = llm.client.map(lambda i: llm.complete(f"p{i}", PARAMS), list(range(40)))
         assert all(isinstance(r, Completion) for r in replies)
@@ -493,11 +500,13 @@ def test_requests_spread_across_servers_and_avoid_a_dead_one(world) -> None:
         assert not served[dead.url + "/v1"]["alive"] and served[dead.url + "/v1"]["removals"] == 1
         dead.down = False
         clock.now += 61
+        refused = dead.requests["/v1/chat/completions"]  # the attempts it dropped while down
         llm.complete("after recovery", PARAMS)
         for i in range(6):
             llm.complete(f"q{i}", PARAMS)
-        assert dead.requests["/v1/models"] == 1  # the health check
-        assert dead.requests["/v1/chat/completions"] >= 1
+        assert dead.requests["/v1/models"] == 1  # the health check (it needs the key)
+        assert dead.requests["/v1/chat/completions"] > refused
+        assert {s["endpoint"]: s for s in llm.usage()["endpoints"]}[dead.url + "/v1"]["alive"]
     assert llm.usage()["failures"] == 0
 
 

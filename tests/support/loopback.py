@@ -263,8 +263,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         parts = urllib.parse.urlsplit(self.path)
-        if parts.path == "/v1/models":
-            self._json(200, {"object": "list", "data": [{"id": "loopback"}]})
+        if parts.path == "/v1/models":  # like vLLM with --api-key, the listing needs the key
+            if self._authorised():
+                self._json(200, {"object": "list", "data": [{"id": "loopback"}]})
         elif parts.path == "/v1/get_result":
             self._bfl_poll(urllib.parse.parse_qs(parts.query).get("id", [""])[0])
         elif parts.path.startswith("/delivery/"):
