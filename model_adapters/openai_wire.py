@@ -38,6 +38,8 @@ def backend_error(exc: Exception, what: str, scrub: Scrubber, *, key_env: str | 
     key's variable, ``BadRequestError`` … → ``PermanentBackendError``), a reply that was not
     OpenAI-shaped → ``MalformedReply``; anything else the client raises → ``PermanentBackendError``.
     """
+    if isinstance(exc, BackendError):
+        return exc
     if isinstance(exc, openai.APITimeoutError):
         return Timeout(f"{what}: timed out")
     if isinstance(exc, openai.APIConnectionError):
