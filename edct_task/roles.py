@@ -95,8 +95,8 @@ REGISTRY: dict[str, dict[str, Callable[[Options], Any]]] = {
 
 def _merge_backend_packages() -> None:
     """Add the factories that the leaf packages export (their imports stay lazy)."""
+    from edct_task.detector_factories import FACTORIES as verification_factories
     from model_adapters.factories import FACTORIES as adapter_factories
-    from verification.factories import FACTORIES as verification_factories
 
     for table in (adapter_factories, verification_factories):
         for kind, factories in table.items():
@@ -282,7 +282,7 @@ _merge_backend_packages()
 
 def available_backends() -> dict[str, list[str]]:
     """Backend names per role (``segmenter`` is the detector role's nested option)."""
-    from verification.factories import SEGMENTER_OPTIONS
+    from edct_task.detector_factories import SEGMENTER_OPTIONS
 
     out = {role: sorted(REGISTRY[kind]) for role, kind in ROLE_KINDS.items()}
     out["segmenter"] = sorted(SEGMENTER_OPTIONS)

@@ -120,8 +120,8 @@ def _open(path: Path, what: str) -> Image.Image:
 
 
 def _locator(args: argparse.Namespace) -> Any:
+    from edct_task.detector_factories import FACTORIES, build_segmenter
     from model_adapters.errors import OptionsError
-    from verification.factories import FACTORIES, build_segmenter
     from verification.masks import BoxMaskProvider, StaticMaskProvider
 
     seg_opts = _key_values(args.segmenter_opt, "--segmenter-opt")

@@ -15,13 +15,13 @@ import skimage.data
 from PIL import Image
 
 import verification
+from edct_task.detector_factories import FACTORIES, build_detector, build_segmenter
 from edct_task.roles import ConfigError, RoleSpec, build_roles
 from model_adapters.errors import OptionsError
 from verification.cascade_detector import CascadeDetector, cascade_for_target
 from verification.check import check_edit
 from verification.detect_and_segment import DetectAndSegment, FixedBoxDetector
 from verification.detection import Detections, Detector, finalize_detections, normalize_target
-from verification.factories import FACTORIES, build_detector, build_segmenter
 from verification.localization import MaskProvider
 from verification.segmentation import BoxSegmenter, GrabCutSegmenter, Segmenter
 
@@ -355,7 +355,7 @@ def test_build_roles_reports_bad_detector_options_as_config_errors():
         "editor": RoleSpec("calibration-editor", {}),
         "detector": RoleSpec("opencv-cascade", {"min_neighbours": 3}),
     }
-    with pytest.raises(ConfigError, match=r"role 'detector' \(backend 'opencv-cascade'\): .*min_neighbours"):
+    with pytest.raises(ConfigError, match=r"roles\.detector \(backend 'opencv-cascade'\): .*min_neighbours"):
         build_roles(specs)
     specs["detector"] = RoleSpec("opencv-cascade", {"segmenter": {"backend": "grabcut", "iterations": 3}})
     roles = build_roles(specs)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -105,15 +103,6 @@ def test_edit_target_is_frozen_and_typed() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         target.target = "x"  # type: ignore[misc]
     assert EDIT_TYPES == ("ADD", "MODIFY", "REMOVE")
-
-
-def test_verification_is_a_leaf_package() -> None:
-    source = Path(__file__).parents[2] / "verification" / "edit_parsing.py"
-    tree = ast.parse(source.read_text(encoding="utf-8"))
-    imported = [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)] + [
-        alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
-    ]
-    assert not [name for name in imported if name.startswith("edct_task")]
 
 
 # ---------------------------------------------------------------------------------------------

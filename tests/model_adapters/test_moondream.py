@@ -18,11 +18,11 @@ import pytest
 import skimage.data
 from PIL import Image
 
+from edct_task.detector_factories import FACTORIES
 from model_adapters.errors import PermanentBackendError, RateLimited, Timeout, TransientBackendError
+from model_adapters.moondream_detector import moondream_from_options
 from model_adapters.transport import MalformedReply
 from verification.check import check_edit
-from verification.factories import FACTORIES
-from verification.moondream_detector import moondream_from_options
 
 KEY = "md-test-key-123456"
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from model_adapters.errors import OptionsError
-from verification.moondream_detector import MOONDREAM_OPTIONS
+from model_adapters.moondream_detector import MOONDREAM_OPTIONS
 
 Factory = Callable[[Mapping[str, Any]], Any]
 
@@ -133,7 +133,7 @@ def build_detector(backend: str, options: Mapping[str, Any]) -> Any:
 
         return _build(what, lambda: CascadeDetector(**options))
     if backend == "moondream":
-        from verification.moondream_detector import moondream_from_options
+        from model_adapters.moondream_detector import moondream_from_options
 
         return _build(what, lambda: moondream_from_options(options))
     model = _model(options, what)
