@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from edct_task.engine.dispatch import CallLog, Concurrency, Dispatcher, Observer, Progress
 from edct_task.engine.drive import SampleRun
 from edct_task.engine.handlers import handler_table
+from edct_task.engine.pipeline import run_pipelined
 from edct_task.engine.protocol import ProtocolConfig
 from edct_task.engine.records import SampleInput, SampleRecord
 from edct_task.engine.requests import Request
@@ -104,8 +105,6 @@ def run_samples(
     """Run the samples on the schedule ``limits`` names (pipelined or lockstep)."""
     if limits.schedule == "lockstep":
         return run_lockstep(samples, protocol, dispatcher, window=limits.window, on_record=on_record)
-    from edct_task.engine.pipeline import run_pipelined
-
     return run_pipelined(
         samples,
         protocol,

@@ -128,31 +128,33 @@ class Pipeline:
         keys = [k for _, k, _ in batch]
 
         def work() -> None:
-            start, cpu = time.perf_counter(), time.thread_time()
             try:
+                start, cpu = time.perf_counter(), time.thread_time()
                 replies = handler.call_keyed(requests, keys)
-            except BaseException as exc:  # a storage stop: every waiting sample hears of it
+                seconds = (time.perf_counter() - start) / len(batch)
+                cpu_each = (time.thread_time() - cpu) / len(batch)
+                for (request, key, future), reply in zip(batch, replies, strict=True):
+                    how = "failure" if isinstance(reply, Failure) else "call"
+                    self.d.notify("answered", handler.stage(request), how, seconds, key, cpu_each)
+                    self._resolve(key, future, reply)
+            except BaseException as exc:  # a storage stop, or a bug: no waiting sample may hang
                 for _, key, future in batch:
                     self._fail(key, future, exc)
-                return
-            seconds = (time.perf_counter() - start) / len(batch)
-            cpu_each = (time.thread_time() - cpu) / len(batch)
-            for (request, key, future), reply in zip(batch, replies, strict=True):
-                how = "failure" if isinstance(reply, Failure) else "call"
-                self.d.notify("answered", handler.stage(request), how, seconds, key, cpu_each)
-                self._resolve(key, future, reply)
 
         return self.d.pool(handler.pool).submit(work)
 
     def _resolve(self, key: str, future: Future, reply: object) -> None:
         with self._lock:
-            self._inflight.pop(key, None)
+            if self._inflight.get(key) is future:
+                del self._inflight[key]
         future.set_result(reply)
 
     def _fail(self, key: str, future: Future, exc: BaseException) -> None:
         with self._lock:
-            self._inflight.pop(key, None)
-        future.set_exception(exc)
+            if self._inflight.get(key) is future:
+                del self._inflight[key]
+        if not future.done():
+            future.set_exception(exc)
 
     def close(self) -> None:
         for batcher in self._batchers.values():
@@ -197,7 +199,7 @@ def run_pipelined(
             with lock:
                 left[0] -= 1
                 last = left[0] == 0
-            if last:
+            if last:  # every future is done: nothing here blocks
                 errors = [f.exception() for f in futures if f.exception() is not None]
                 ready.put((run, errors[0] if errors else tuple(f.result() for f in futures)))
 

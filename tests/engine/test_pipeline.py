@@ -94,3 +94,15 @@ def test_pipelined_resume_repeats_no_finished_call(tmp_path: Path, monkeypatch) 
     reference = run(_config(tmp_path, "ref", "mixed:0.5", "lockstep"))
     assert (tmp_path / "r" / "samples.jsonl").read_text() == (tmp_path / "ref" / "samples.jsonl").read_text()
     assert reference.results["results"]["overall"]["counts"]["total"] == 24
+
+
+def test_a_failing_observer_stops_the_run_instead_of_hanging_it(tmp_path: Path, monkeypatch) -> None:
+    from edct_task.engine import dispatch
+
+    def broken(self, stage, how, seconds, key, cpu=0.0):
+        if how == "call" and stage == "edit":
+            raise RuntimeError("observer bug")
+
+    monkeypatch.setattr(dispatch.CallStats, "answered", broken)
+    with pytest.raises(RuntimeError, match="observer bug"):
+        run(_config(tmp_path, "p", "faithful", "pipelined", n=6))
