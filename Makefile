@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint bench
+.PHONY: demo test lint bench browser
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -17,7 +17,18 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	HF_HUB_OFFLINE=1 $(VENV)/bin/edct demo
 
-test: $(VENV)/.installed
+# The browser tests (audit report, annotation page) drive Debian's chromium through Playwright
+# (`playwright install` is never used). Installed here when missing and apt-get can run.
+browser:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "note: /usr/bin/chromium is missing: install Debian's chromium package for the browser tests"; \
+	  fi; \
+	fi
+
+test: $(VENV)/.installed browser
 	HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 -q $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed

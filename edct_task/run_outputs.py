@@ -45,13 +45,16 @@ def sample_folder(sample_id: str) -> str:
 
 
 def image_files(record: SampleRecord) -> dict[str, str]:
-    """``relative file name → image ref`` of one sample: the original and every edit attempt."""
+    """``relative file name → image ref`` of one sample: the original, every edit attempt and the
+    gate's maps of every checked attempt (``_maps.png``, see ``verification.gate_maps``)."""
     folder = f"{IMAGES_DIR}/{sample_folder(record.sample.id)}"
     out = {f"{folder}/original.png": record.sample.image} if record.sample.image else {}
     for step in record.steps:
         for a in step.attempts:
             if a.image:
                 out[f"{folder}/step{step.index}_attempt{a.attempt + 1}.png"] = a.image
+            if a.check is not None and a.check.maps:
+                out[f"{folder}/step{step.index}_attempt{a.attempt + 1}_maps.png"] = a.check.maps
     return out
 
 

@@ -6,7 +6,9 @@ target's mask, and runs the gate (dilate → align → change map → r_in / r_o
 outcome is an ``EditCheck`` record, never an exception: unusable images give ``bad_image``, a
 target that cannot be found gives ``target_not_found``. With ``artefact_dir`` it also writes the
 change heatmap, the mask, an overlay and a four-panel figure (original | aligned edit | heatmap |
-overlay, as the paper's Fig. 2) plus ``check.json``.
+overlay, as the paper's Fig. 2) plus ``check.json``; with ``store_maps`` it hands the gate's maps
+(one small PNG, ``verification.gate_maps``) to the caller's image store and records the reference,
+so an audit report can draw the same figure later.
 
 Image normalisation **[ours]**: modes L, LA, P, PA, RGBA, CMYK, YCbCr, 1 are converted with
 ``Image.convert("RGB")`` (alpha is dropped, not composited); 16-bit and 32-bit integer modes
@@ -18,22 +20,23 @@ larger than ``GateParams.max_pixels`` are refused as ``bad_image``.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-import cv2
 import numpy as np
 from PIL import Image, ImageFile
 from pydantic import BaseModel, ConfigDict, Field
 
 from verification.alignment import AlignmentReport
 from verification.gate import GateOutcome, GateParams, evaluate_gate
+from verification.gate_maps import heatmap_rgb, overlay_rgb, pack_gate_maps
 from verification.localization import MaskProvider
 from verification.masks import boxes_to_mask, resize_mask
 
 __all__ = ["CHECK_SCHEMA_VERSION", "EDIT_TYPES", "EditCheck", "Verdict", "check_edit", "image_to_rgb_array"]
 
-CHECK_SCHEMA_VERSION = 1
+CHECK_SCHEMA_VERSION = 2
 EDIT_TYPES = ("ADD", "MODIFY", "REMOVE")
 
 Verdict = Literal["pass", "no_change_in_target", "change_outside_target", "target_not_found", "bad_image"]
@@ -85,6 +88,13 @@ class EditCheck(BaseModel):
     artefacts: dict[str, str] = Field(
         default_factory=dict,
         description="Artefact name → file name inside artefact_dir.",
+    )
+    maps: str | None = Field(
+        default=None,
+        description=(
+            "Image-store reference of the gate's maps (change strength, Δ and M packed in one RGB PNG, "
+            "see verification.gate_maps), when the caller asked to keep them; None otherwise."
+        ),
     )
 
 
@@ -173,17 +183,9 @@ def _load_strictly(image: Image.Image) -> None:
 
 def _write_artefacts(outcome: GateOutcome, original: np.ndarray, directory: Path) -> dict[str, str]:
     directory.mkdir(parents=True, exist_ok=True)
-    heat = outcome.change.heat()
-    heat_rgb = cv2.cvtColor(
-        cv2.applyColorMap((heat * 255).astype(np.uint8), cv2.COLORMAP_JET), cv2.COLOR_BGR2RGB
-    )
+    heat_rgb = heatmap_rgb(outcome.change.heat())
     region_u8 = outcome.region.astype(np.uint8) * 255
-    overlay = original.astype(np.float32) * 0.6
-    changed = outcome.change.changed
-    overlay[changed] = overlay[changed] * 0.3 + np.array([255.0, 40.0, 40.0]) * 0.7
-    overlay = overlay.astype(np.uint8)
-    contours, _ = cv2.findContours(region_u8, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
-    cv2.drawContours(overlay, contours, -1, (40, 255, 40), max(1, min(original.shape[:2]) // 256))
+    overlay = overlay_rgb(original, outcome.change.changed, outcome.region)
     panel = np.hstack([original, outcome.compared, heat_rgb, overlay])
     files = {
         "change_heatmap": ("change_heatmap.png", heat_rgb),
@@ -208,6 +210,7 @@ def check_edit(
     locator: MaskProvider,
     params: GateParams | None = None,
     artefact_dir: Path | None = None,
+    store_maps: Callable[[Image.Image], str] | None = None,
 ) -> EditCheck:
     """Verify that an edit changed its target and little else (SPEC §4, Algorithm 1 steps 2–8).
 
@@ -225,6 +228,9 @@ def check_edit(
         Gate parameters; defaults (τ_in = 0.10, τ_out = 0.30) when None.
     artefact_dir : Path, optional
         When given, the heatmap, mask, overlay and panel PNGs and ``check.json`` are written there.
+    store_maps : callable, optional
+        When given (e.g. ``ImageStore.put``), the gate's maps (``verification.gate_maps``) are
+        passed to it as one image and the reference it returns is recorded as ``EditCheck.maps``.
 
     Returns
     -------
@@ -313,6 +319,9 @@ def check_edit(
         detail="; ".join(notes),
         **base,
     )
+    if store_maps is not None:
+        packed = pack_gate_maps(outcome.change.heat(), outcome.change.changed, outcome.region)
+        check = check.model_copy(update={"maps": store_maps(packed)})
     if artefact_dir is not None:
         directory = Path(artefact_dir)
         check = check.model_copy(update={"artefacts": _write_artefacts(outcome, orig_arr, directory)})

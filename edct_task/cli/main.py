@@ -9,6 +9,9 @@
 ``edct verify A B --instruction …``   localised edit verification of one image pair (Algorithm 1)
 ``edct build-bench --okvqa-questions … --out DIR``   the EDCT-Bench dataset from local source copies
 ``edct export-counterfactuals RUN_DIR --out DIR``    verified counterfactual pairs as training data
+``edct audit RUN --out DIR``  a static HTML audit report of a run (opens from file://)
+``edct annotate RUN --annotator NAME``   local web app for the human validation of interventions
+``edct agreement LABELS.jsonl… --run RUN``   Table 4: human–human, human–EDCT and gate–human agreement
 
 Each command module exposes ``add_parser(subparsers)`` and ``run(args) -> int``; ``COMMANDS``
 lists them. User errors (``ConfigError``, ``BenchDataError``) exit 2 with one message.
@@ -27,7 +30,7 @@ from edct_task.engine.workspace import StorageError
 from edct_task.roles import ConfigError
 from edct_task.run_outputs import RunReadError
 
-COMMANDS = ("run", "stability", "serve", "backends", "verify", "bench")
+COMMANDS = ("run", "stability", "serve", "backends", "verify", "bench", "audit", "annotate", "agreement")
 """Modules of ``edct_task.cli``, each adding one or more sub-commands."""
 
 

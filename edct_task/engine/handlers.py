@@ -273,6 +273,7 @@ class VerifyHandler:
                 target=request.target,
                 locator=self.roles.detector,
                 params=self.gate,
+                store_maps=self.pixels.store.put,  # mask and change map, for the audit report
             )
         except Exception as exc:
             return [failure("verify", exc)]

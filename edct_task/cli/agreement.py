@@ -1,0 +1,70 @@
+"""``edct agreement LABELS.jsonl… --run RUN [--out DIR]``: the paper's Table 4 (human validation)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "agreement",
+        help="human–human, human–EDCT and gate–human agreement from annotators' label files (Table 4)",
+        description="Agreement on CCS_binary and on edit validity between annotators (edct annotate label "
+        "files) and EDCT's own verdicts: agree/n, rate, 95%% Wilson interval and Cohen's kappa per pair, the "
+        "human consensus vs EDCT, 'all identical', and how many labels were missing, invalid or not "
+        "assessable.",
+    )
+    p.add_argument(
+        "labels", nargs="+", type=Path, metavar="LABELS.jsonl", help="label files written by `edct annotate`"
+    )
+    p.add_argument(
+        "--run", dest="run_dir", type=Path, required=True, metavar="RUN", help="the run the labels are of"
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write agreement.md, agreement.csv and agreement.json there (Markdown is printed either way)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from edct_task.annotation.agreement import (
+        UnknownInterventionError,
+        agreement_report,
+        dumps_json,
+        to_csv,
+        to_markdown,
+    )
+    from edct_task.annotation.interventions import edct_verdicts
+    from edct_task.annotation.labels import LabelFileError, read_label_files
+    from edct_task.run_outputs import RunReadError, load_run
+
+    try:
+        loaded = load_run(args.run_dir)
+        labels = read_label_files(args.labels)
+        report = agreement_report(labels, edct_verdicts(loaded.records))
+    except (RunReadError, LabelFileError, UnknownInterventionError) as exc:
+        print(f"edct agreement: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"edct agreement: {exc}: pass the files `edct annotate` wrote", file=sys.stderr)
+        return 2
+    markdown = to_markdown(report)
+    if args.out is not None:
+        try:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "agreement.md").write_text(markdown, encoding="utf-8")
+            (args.out / "agreement.csv").write_text(to_csv(report), encoding="utf-8")
+            (args.out / "agreement.json").write_text(dumps_json(report), encoding="utf-8")
+        except OSError as exc:
+            print(f"edct agreement: cannot write into {args.out}: {exc}", file=sys.stderr)
+            return 2
+    print(markdown)
+    if args.out is not None:
+        print(f"written: {args.out / 'agreement.md'}, agreement.csv, agreement.json")
+    return 0

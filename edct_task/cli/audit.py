@@ -1,0 +1,56 @@
+"""``edct audit RUN --out DIR``: a static HTML report of one run that opens from ``file://``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "audit",
+        help="static HTML audit report of a run (index + one page per sample), opens from file://",
+        description="Write a self-contained HTML report of a run: every sample with its status and scores "
+        "(filterable, sortable), and per sample the edit chain, every attempt's verification (r_in, r_out, "
+        "mask share, alignment, change heatmap, mask overlay), the re-queries and every judge vote.",
+    )
+    p.add_argument(
+        "run_dir",
+        type=Path,
+        metavar="RUN",
+        help="an `edct run` output folder or lmms-eval output with logged samples",
+    )
+    p.add_argument(
+        "--out", type=Path, required=True, metavar="DIR", help="report folder (index.html is written there)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from edct_task.audit.report import write_audit
+    from edct_task.run_outputs import RunReadError, load_run
+
+    try:
+        loaded = load_run(args.run_dir)
+    except RunReadError as exc:
+        print(f"edct audit: {exc}", file=sys.stderr)
+        return 2
+    if args.out.exists() and not args.out.is_dir():
+        print(
+            f"edct audit: --out {args.out} exists and is not a folder; name a folder for the report",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        summary = write_audit(loaded, args.out, source=str(args.run_dir))
+    except OSError as exc:
+        print(f"edct audit: cannot write the report into {args.out}: {exc}", file=sys.stderr)
+        return 2
+    statuses = ", ".join(f"{n} {s}" for s, n in sorted(summary.by_status.items()))
+    print(f"audit report of {summary.samples} samples ({statuses}): {summary.index.resolve().as_uri()}")
+    if summary.missing_images:
+        print(
+            f"note: {summary.missing_images} image(s) of the run were not found and are marked in the report"
+        )
+    return 0
