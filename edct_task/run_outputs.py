@@ -123,7 +123,9 @@ def _load_edct(root: Path) -> LoadedRun:
     results = _read_json(root / RESULTS_FILE)
     samples = root / SAMPLES_FILE
     text = samples.read_text(encoding="utf-8")
-    records = _records(samples, ((i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip()))
+    # JSONL lines end at "\n" only: str.splitlines() would also split inside a record at U+2028,
+    # U+2029, U+0085 or a form feed, which JSON writers (pydantic included) leave unescaped in strings.
+    records = _records(samples, ((i, line) for i, line in enumerate(text.split("\n"), 1) if line.strip()))
     images: dict[str, Path] = {}
     for record in records:
         for name, ref in image_files(record).items():
@@ -143,7 +145,7 @@ def _load_lmms(root: Path) -> LoadedRun:
     for path in _lmms_sample_files(root):
         task = path.stem.split("_samples_", 1)[1]
         found: list[SampleRecord] = []
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1):
             if not line.strip():
                 continue
             try:

@@ -136,7 +136,7 @@ def _error_text(exc: ValidationError) -> str:
 
 
 def parse_label_lines(path: Path, lines: Iterable[str]) -> list[Label]:
-    """Every label of a file's lines, in order.
+    """Every label of a file's lines (split at "\\n" only, never ``str.splitlines``), in order.
 
     Raises
     ------
@@ -180,7 +180,7 @@ def read_label_files(paths: Iterable[Path]) -> dict[str, dict[str, Label]]:
             raise LabelFileError(f"{path}: no such label file") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise LabelFileError(f"{path}: cannot be read ({exc})") from None
-        for label in parse_label_lines(path, text.splitlines()):
+        for label in parse_label_lines(path, text.split("\n")):
             out.setdefault(label.annotator, {})[label.intervention] = label
     return out
 
@@ -202,7 +202,7 @@ class LabelLog:
         self._lock = threading.Lock()
         self._latest: dict[str, Label] = {}
         if self.path.exists():
-            for label in parse_label_lines(self.path, self.path.read_text(encoding="utf-8").splitlines()):
+            for label in parse_label_lines(self.path, self.path.read_text(encoding="utf-8").split("\n")):
                 if label.annotator != self.annotator:
                     raise LabelFileError(
                         f"{self.path} holds labels of annotator {label.annotator!r}, not {self.annotator!r}; "

@@ -1,0 +1,54 @@
+"""Debian's chromium driven by Playwright, for the tests of every page the project serves.
+
+``playwright install`` is never used (it downloads browser builds): the browser is the system's
+``/usr/bin/chromium`` (the Makefile's ``browser`` target installs it). Without it the browser tests
+skip on a developer's machine, and fail in CI (``CI`` set), where they must run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = Path(os.environ.get("EDCT_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def chromium_path() -> Path:
+    """The browser to drive; skips the test when it is missing outside CI, fails in CI."""
+    path = CHROMIUM if CHROMIUM.is_file() else Path(shutil.which("chromium") or CHROMIUM)
+    if not path.is_file():
+        message = f"{CHROMIUM} is missing: install Debian's chromium package (make browser)"
+        if os.environ.get("CI"):
+            pytest.fail(message + " (CI must run the browser tests)")
+        pytest.skip(message)
+    return path
+
+
+def browser_fixture() -> Iterator[object]:
+    """A launched headless chromium (Playwright ``Browser``), closed afterwards."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail("playwright is not installed (pip install -e '.[test]')")
+        pytest.skip("playwright is not installed")
+    path = chromium_path()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(path), args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
