@@ -299,6 +299,7 @@ def _page(kind: str, title: str, data: dict[str, Any], asset_prefix: str) -> str
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         '<meta name="referrer" content="no-referrer">\n'
+        '<link rel="icon" href="data:,">\n'
         f"<title>{attribute(title)}</title>\n"
         f'<link rel="stylesheet" href="{asset_prefix}assets/audit.css">\n'
         "</head>\n"

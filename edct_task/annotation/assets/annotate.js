@@ -14,6 +14,9 @@
   var mode = "side";       // "side" | "flip"
   var flipShows = "after";
   var zoom = 1;
+  var locked = false;
+  var saves = 0;
+  var newest = {};         // intervention id -> number of its newest save: older replies never win      // a complete label was given: ignore label keys until the next one shows
 
   function setText(id, value) { $(id).textContent = value === null || value === undefined || value === "" ? "—" : value; }
   function busy(delta) {
@@ -109,13 +112,17 @@
     renderImages();
   }
 
-  function go(i) {
+  // Show intervention i. Waits for the labels being saved first, unless called from the save
+  // chain itself (inChain), which would wait on itself.
+  function go(i, inChain) {
     if (!session || i < 0 || i >= session.total) return Promise.resolve();
     busy(1);
-    return saving.then(function () { return api("GET", "/api/items/" + i); }).then(function (data) {
+    var ready = inChain ? Promise.resolve() : saving;
+    return ready.then(function () { return api("GET", "/api/items/" + i); }).then(function (data) {
       index = i;
       item = data;
       label = session.labels[item.id] || null;
+      locked = false;
       $("finished").hidden = true;
       render();
       window.scrollTo(0, 0);
@@ -126,24 +133,28 @@
   function save(next) {
     var body = {intervention: item.id, edit_valid: next.edit_valid, ac: next.ac, ef: next.ef};
     var forIndex = index;
+    var mine = ++saves;
+    newest[body.intervention] = mine;
     busy(1);
     saving = saving.then(function () {
       return api("POST", "/api/labels", body).then(function (res) {
-        session.labels[res.saved.intervention] = res.saved;
         session.done = res.done;
         renderProgress(res.done);
+        if (newest[body.intervention] !== mine) return; // a newer choice for it is on its way
+        session.labels[res.saved.intervention] = res.saved;
         if (forIndex === index) { label = res.saved; renderLabel(); }
         if (res.saved.complete && forIndex === index && $("auto-advance").checked) {
-          if (index + 1 < session.total) return go(index + 1);
+          if (index + 1 < session.total) return go(index + 1, true);
           $("finished").hidden = false;
         }
-      }).catch(function (err) { $("hint").textContent = "NOT saved: " + err.message; });
+        locked = false;
+      }).catch(function (err) { locked = false; $("hint").textContent = "NOT saved: " + err.message; });
     }).then(function () { busy(-1); });
     return saving;
   }
 
   function choose(field, value) {
-    if (!item) return;
+    if (!item || locked) return;
     var cur = label || {edit_valid: null, ac: null, ef: null};
     var next = {edit_valid: cur.edit_valid, ac: cur.ac === undefined ? null : cur.ac, ef: cur.ef === undefined ? null : cur.ef};
     if (field === "edit_valid") {
@@ -157,6 +168,7 @@
       next[field] = Number(value);
     }
     label = next;
+    if (complete(next) && $("auto-advance").checked) locked = true;
     renderLabel();
     save(next);
   }
