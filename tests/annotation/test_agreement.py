@@ -159,8 +159,8 @@ def test_edct_agreement_on_a_run_writes_markdown_csv_and_json(
         alice.append(LabelChoice(intervention=item.id, edit_valid="valid", ac=1, ef=1))
         bob.append(LabelChoice(intervention=item.id, edit_valid="valid", ac=1, ef=k % 2))
     out = tmp_path / "table4"
-    assert main(["agreement", str(tmp_path / "alice.jsonl"), str(tmp_path / "bob.jsonl"), "--run", str(run_dir),
-                 "--out", str(out)]) == 0  # fmt: skip
+    files = [str(tmp_path / "alice.jsonl"), str(tmp_path / "bob.jsonl")]
+    assert main(["agreement", *files, "--run", str(run_dir), "--out", str(out)]) == 0
     data = json.loads((out / "agreement.json").read_text())
     rows = {(r["measure"], tuple(r["raters"])): r for r in data["rows"]}
     edct = [verdicts[i.id].ccs for i in items]

@@ -154,7 +154,7 @@ def test_edct_annotate_binds_localhost_prints_the_url_and_serves(run_dir: Path, 
             "0",
             "--labels",
             str(labels),
-        ],  # fmt: skip
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -190,6 +190,6 @@ def test_edct_annotate_user_errors_exit_2(run_dir: Path, tmp_path: Path, capsys)
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
         port = busy.getsockname()[1]
-        assert main(["annotate", str(run_dir), "--annotator", "x", "--port", str(port),
-                     "--labels", str(tmp_path / "x.jsonl")]) == 2  # fmt: skip
+        args = ["annotate", str(run_dir), "--annotator", "x", "--port", str(port)]
+        assert main([*args, "--labels", str(tmp_path / "x.jsonl")]) == 2
         assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err

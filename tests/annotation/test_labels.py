@@ -80,7 +80,16 @@ def test_the_log_appends_one_fsynced_line_per_label_and_the_last_wins(tmp_path: 
 
 def test_label_files_with_a_bad_line_name_the_file_and_line(tmp_path: Path):
     path = tmp_path / "x.jsonl"
-    good = '{"intervention": "a#1", "annotator": "x", "edit_valid": "invalid", "ac": null, "ef": null, "time": "2026-12-01T09:00:00Z"}'
+    good = json.dumps(
+        {
+            "intervention": "a#1",
+            "annotator": "x",
+            "edit_valid": "invalid",
+            "ac": None,
+            "ef": None,
+            "time": "2026-12-01T09:00:00Z",
+        }
+    )
     path.write_text(good + "\n" + "{not json\n", encoding="utf-8")
     with pytest.raises(LabelFileError, match=r"x.jsonl:2: not a JSON line"):
         read_label_files([path])
