@@ -140,5 +140,5 @@ def overlay_rgb(image: np.ndarray, changed: np.ndarray, mask: np.ndarray) -> np.
     overlay = overlay.astype(np.uint8)
     region_u8 = np.asarray(mask, dtype=bool).astype(np.uint8) * 255
     contours, _ = cv2.findContours(region_u8, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
-    cv2.drawContours(overlay, contours, -1, (40, 255, 40), max(1, min(image.shape[:2]) // 256))
+    cv2.drawContours(overlay, contours, -1, (40, 255, 40), max(2, min(image.shape[:2]) // 128))
     return overlay

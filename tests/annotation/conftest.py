@@ -22,6 +22,7 @@ def loaded(run_dir: Path) -> LoadedRun:
     return load_run(run_dir)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
+    # one Playwright at a time per process: a module's browser closes before the next one starts
     yield from browser_fixture()

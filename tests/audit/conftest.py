@@ -43,6 +43,7 @@ def hostile_report(run_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> t
     return base / "report", run
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
+    # one Playwright at a time per process: a module's browser closes before the next one starts
     yield from browser_fixture()

@@ -77,7 +77,8 @@
     $("panes").classList.toggle("flip", !side);
     $("pane-before").hidden = !side && flipShows !== "before";
     $("pane-after").hidden = !side && flipShows !== "after";
-    ["img-before", "img-after"].forEach(function (id) { $(id).style.width = (zoom * 100) + "%"; });
+    var base = side ? 38 : 60; // share of the window height an image gets at 100%
+    ["img-before", "img-after"].forEach(function (id) { $(id).style.height = (zoom * base) + "vh"; });
     $("zoom-level").textContent = Math.round(zoom * 100) + "%";
   }
 

@@ -41,6 +41,11 @@
     var cls = x === null || x === undefined ? "none" : (x ? "one" : "zero");
     return h("span", {className: "badge " + cls, title: title}, bit(x));
   }
+  function scoreBadge(name, x) {
+    var none = x === null || x === undefined;
+    return h("span", {className: "badge " + (none ? "none" : (x ? "one" : "zero")),
+      title: name + (none ? " not scored" : " = " + x)}, name + " " + (none ? "–" : (x ? "✓" : "✗")));
+  }
   function badge(text, cls) { return h("span", {className: "badge " + (cls || "")}, text); }
   function block(label, text, cls) {
     return h("div", {className: cls || ""},
@@ -179,7 +184,8 @@
         h("label", null, "AC / EF", failSel),
         h("label", null, "search", search))));
     app.appendChild(h("p", {id: "count"}, "Showing ", shown, " of " + rows.length + " samples"));
-    app.appendChild(h("table", {className: "samples", id: "samples"}, h("thead", null, h("tr", null, headCells)), tbody));
+    app.appendChild(h("div", {className: "table-wrap"},
+      h("table", {className: "samples", id: "samples"}, h("thead", null, h("tr", null, headCells)), tbody)));
 
     function compare(a, b) {
       var col = COLUMNS.filter(function (c) { return c.key === state.sort; })[0];
@@ -194,7 +200,8 @@
     function rowElement(r) {
       var steps = [];
       for (var i = 0; i < Math.max((r.ac || []).length, (r.ef || []).length); i++) {
-        steps.push(h("span", null, i ? "  " : "", "k=" + (i + 1) + " ", bitBadge(r.ac[i], "AC"), " ", bitBadge(r.ef[i], "EF")));
+        steps.push(h("span", {className: "step-scores"}, h("span", {className: "muted"}, "k=" + (i + 1)),
+          scoreBadge("AC", r.ac[i]), scoreBadge("EF", r.ef[i])));
       }
       return h("tr", {dataset: {status: r.status, domain: r.domain}},
         h("td", null, r.thumb ? h("a", {href: r.page}, h("img", {className: "thumb", src: r.thumb, alt: "", loading: "lazy"})) : null),

@@ -1,0 +1,92 @@
+"""Screenshots of the audit report and the annotation page for the README (docs/img/*.png).
+
+Builds a small calibration run (k = 2, mixed outcomes), writes its audit report, serves the
+annotation app for it, and photographs the three pages with Debian's chromium through Playwright.
+
+    python docs/screenshots.py [--out docs/img]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+import tempfile
+from pathlib import Path
+
+from PIL import Image
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from support.audit_runs import calibration_run
+from support.browser import CHROMIUM, CHROMIUM_ARGS
+
+from edct_task.annotation.app import AnnotationSession, create_app
+from edct_task.annotation.interventions import draw, judgeable_interventions
+from edct_task.annotation.labels import LabelChoice, LabelLog
+from edct_task.annotation.server import serving
+from edct_task.audit.report import write_audit
+from edct_task.run_outputs import load_run
+
+WIDTH = 1280
+
+
+def _save_small(png: bytes, path: Path, max_height: int) -> None:
+    """Crop to ``max_height``, reduce to a 128-colour palette: README images of ~100 kB."""
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    if image.height > max_height:
+        image = image.crop((0, 0, image.width, max_height))
+    image.quantize(colors=128, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
+    print(f"{path}: {image.width}×{image.height}, {path.stat().st_size / 1024:.0f} KiB")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "img")
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = calibration_run(Path(tmp) / "runs" / "calibration-mixed")
+        loaded = load_run(run_dir)
+        write_audit(loaded, Path(tmp) / "audit", source="runs/calibration-mixed")
+        population = judgeable_interventions(loaded.records)
+        log = LabelLog(Path(tmp) / "alice.jsonl", "alice")
+        drawn = draw(population, 16, 0)
+        for item in drawn[:5]:  # a session under way
+            log.append(LabelChoice(intervention=item.id, edit_valid="valid", ac=1, ef=1))
+        session = AnnotationSession("runs/calibration-mixed", drawn, log, loaded.image_path, 16, 0)
+        retried = next(
+            i
+            for i, r in enumerate(loaded.records)
+            if any(len(s.attempts) > 1 for s in r.steps) and r.steps[0].binary
+        )
+        with sync_playwright() as p, serving(create_app(session)) as url:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": WIDTH, "height": 900})
+            page.goto((Path(tmp) / "audit" / "index.html").as_uri())
+            page.select_option("#filter-domain", "knowledge")
+            _save_small(page.screenshot(full_page=True), args.out / "audit-index.png", 900)
+            page.goto((Path(tmp) / "audit" / "samples" / f"{retried + 1:04d}.html").as_uri())
+            page.evaluate("document.querySelectorAll('img').forEach(i => i.loading = 'eager')")
+            page.wait_for_function("Array.from(document.querySelectorAll('img')).every(i => i.complete)")
+            _save_small(page.screenshot(full_page=True), args.out / "audit-sample.png", 1500)
+            page.set_viewport_size({"width": WIDTH, "height": 1000})
+            page.goto(url + "/")
+            page.wait_for_function(
+                "document.body.dataset.ready === '1' && document.body.dataset.pending === '0'"
+            )
+            page.keyboard.press("v")
+            page.keyboard.press("1")
+            page.wait_for_function("document.body.dataset.pending === '0'")
+            page.wait_for_function(
+                "['img-before', 'img-after'].every(i => document.getElementById(i).complete)"
+            )
+            _save_small(page.screenshot(full_page=True), args.out / "annotate.png", 1100)
+            browser.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
