@@ -28,7 +28,7 @@ def add_parser(sub: Any) -> None:
         type=Path,
         default=None,
         metavar="DIR",
-        help="write agreement.md, agreement.csv and agreement.json there (Markdown is printed either way)",
+        help="folder for agreement.md, .csv and .json (default RUN/agreement; the Markdown is also printed)",
     )
 
 
@@ -55,16 +55,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"edct agreement: {exc}: pass the files `edct annotate` wrote", file=sys.stderr)
         return 2
     markdown = to_markdown(report)
-    if args.out is not None:
-        try:
-            args.out.mkdir(parents=True, exist_ok=True)
-            (args.out / "agreement.md").write_text(markdown, encoding="utf-8")
-            (args.out / "agreement.csv").write_text(to_csv(report), encoding="utf-8")
-            (args.out / "agreement.json").write_text(dumps_json(report), encoding="utf-8")
-        except OSError as exc:
-            print(f"edct agreement: cannot write into {args.out}: {exc}", file=sys.stderr)
-            return 2
+    from edct_task.audit.links import AGREEMENT_DIR
+
+    out = args.out if args.out is not None else args.run_dir / AGREEMENT_DIR
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "agreement.md").write_text(markdown, encoding="utf-8")
+        (out / "agreement.csv").write_text(to_csv(report), encoding="utf-8")
+        (out / "agreement.json").write_text(dumps_json(report), encoding="utf-8")
+    except OSError as exc:
+        print(f"edct agreement: cannot write into {out}: {exc}; pass --out DIR", file=sys.stderr)
+        return 2
     print(markdown)
-    if args.out is not None:
-        print(f"written: {args.out / 'agreement.md'}, agreement.csv, agreement.json")
+    print(f"written: {out / 'agreement.md'}, agreement.csv, agreement.json")
     return 0

@@ -23,14 +23,21 @@ def add_parser(sub: Any) -> None:
         help="an `edct run` output folder or lmms-eval output with logged samples",
     )
     p.add_argument(
-        "--out", type=Path, required=True, metavar="DIR", help="report folder (index.html is written there)"
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="report folder, index.html is written there (default RUN/audit, where `edct report` finds it)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
+    from edct_task.audit.links import AUDIT_DIR
     from edct_task.audit.report import write_audit
     from edct_task.run_outputs import RunReadError, load_run
 
+    if args.out is None:
+        args.out = args.run_dir / AUDIT_DIR
     try:
         loaded = load_run(args.run_dir)
     except RunReadError as exc:
