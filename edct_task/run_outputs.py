@@ -177,8 +177,14 @@ def _final_response(logged: dict[str, Any]) -> str | None:
         value = logged.get(key)
         while isinstance(value, list) and value:
             value = value[0]
-        if isinstance(value, str) and value.lstrip().startswith('{"sample"'):
-            return value
+        if isinstance(value, str) and value.lstrip().startswith("{"):
+            # a SampleRecord (model_dump_json puts schema_version first, so look at the keys)
+            try:
+                data = json.loads(value)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(data, dict) and "sample" in data and "status" in data:
+                return value
     return None
 
 

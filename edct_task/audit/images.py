@@ -26,7 +26,7 @@ __all__ = ["THUMB_SIDE", "ImageWriter", "Picture"]
 THUMB_SIDE = 200
 """Longer side of thumbnails, px."""
 
-_THUMB_QUALITY = 85
+_THUMB_QUALITY = 80
 
 
 @dataclass(frozen=True)
@@ -115,6 +115,13 @@ class ImageWriter:
         return self._figures[key]
 
     def _render_figures(self, maps_ref: str, before_ref: str) -> dict[str, Picture] | None:
+        names = {kind: f"{maps_ref}-{before_ref[:12]}-{kind}" for kind in ("heatmap", "overlay")}
+        if all(all(p.exists() for p in self._paths(n)) for n in names.values()):  # an earlier report's
+            out = {}
+            for kind, name in names.items():
+                with Image.open(self._paths(name)[0]) as im:
+                    out[kind] = self._picture(name, im.size)
+            return out
         maps_src, before_src = self.resolve(maps_ref), self.resolve(before_ref)
         if maps_src is None or before_src is None:
             self.missing.append(maps_ref if maps_src is None else before_ref)
@@ -135,7 +142,7 @@ class ImageWriter:
             return None
         out = {}
         for kind, img in figures.items():
-            name = f"{maps_ref}-{before_ref[:12]}-{kind}"
+            name = names[kind]
             full, thumb = self._paths(name)
             if not full.exists():
                 tmp = full.with_name(full.name + ".tmp")
