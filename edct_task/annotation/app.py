@@ -27,6 +27,7 @@ from typing import Any
 
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse, Response
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from edct_task.annotation.interventions import Intervention
 from edct_task.annotation.labels import LabelChoice, LabelLog
@@ -35,6 +36,14 @@ __all__ = ["AnnotationSession", "create_app"]
 
 _ASSET_TYPES = {"annotate.js": "text/javascript; charset=utf-8", "annotate.css": "text/css; charset=utf-8"}
 _NO_STORE = {"Cache-Control": "no-store"}
+_PAGE_HEADERS = {
+    **_NO_STORE,
+    # the page loads only its own script, style, images and API; nothing inline, nothing else
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+    "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
 
 
 @dataclass
@@ -113,9 +122,15 @@ def _asset(name: str) -> bytes:
     return (resources.files("edct_task.annotation") / "assets" / name).read_bytes()
 
 
-def create_app(session: AnnotationSession) -> FastAPI:
-    """The FastAPI application of one annotation session."""
+def create_app(session: AnnotationSession, *, allowed_hosts: Sequence[str] | None = None) -> FastAPI:
+    """The FastAPI application of one annotation session.
+
+    ``allowed_hosts`` (e.g. ``["127.0.0.1", "localhost"]``) refuses requests whose ``Host`` header
+    names another host (400), so a web page elsewhere cannot reach the server by DNS rebinding.
+    """
     app = FastAPI(title="EDCT annotation", docs_url=None, redoc_url=None, openapi_url=None)
+    if allowed_hosts is not None:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
     total = len(session.draw)
 
     def checked_index(i: int) -> int:
@@ -127,7 +142,7 @@ def create_app(session: AnnotationSession) -> FastAPI:
 
     @app.get("/", response_class=HTMLResponse)
     def page() -> Response:
-        return HTMLResponse(_asset("annotate.html"), headers=_NO_STORE)
+        return HTMLResponse(_asset("annotate.html"), headers=_PAGE_HEADERS)
 
     @app.get("/assets/{name}")
     def asset(name: str) -> Response:

@@ -36,6 +36,13 @@ __all__ = ["AUDIT_FORMAT_VERSION", "AuditSummary", "RunLike", "sample_page_name"
 
 AUDIT_FORMAT_VERSION = 1
 ASSETS = ("audit.css", "audit.js")
+CSP = (
+    "default-src 'none'; script-src 'self' file:; style-src 'self' file:; img-src 'self' file: data:; "
+    "base-uri 'none'; form-action 'none'"
+)
+"""Pages run only the report's own script file: no inline script or event handler ever runs, even if
+some text were to end up as markup. ``file:`` beside ``'self'`` for browsers whose file pages have
+an opaque origin."""
 
 
 class RunLike(Protocol):
@@ -299,6 +306,7 @@ def _page(kind: str, title: str, data: dict[str, Any], asset_prefix: str) -> str
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         '<meta name="referrer" content="no-referrer">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{attribute(CSP)}">\n'
         '<link rel="icon" href="data:,">\n'
         f"<title>{attribute(title)}</title>\n"
         f'<link rel="stylesheet" href="{asset_prefix}assets/audit.css">\n'

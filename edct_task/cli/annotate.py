@@ -104,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
         )
     sys.stdout.flush()
     try:
-        serve(create_app(session), sock)
+        hosts = ["127.0.0.1", "localhost", "::1", "[::1]"] if is_loopback(args.host) else None
+        serve(create_app(session, allowed_hosts=hosts), sock)
     except KeyboardInterrupt:
         pass
     finally:

@@ -169,6 +169,10 @@ def test_edct_annotate_binds_localhost_prints_the_url_and_serves(run_dir: Path, 
             url + "api/labels", json={"intervention": session["ids"][0], "edit_valid": "invalid"}
         )
         assert reply.status_code == 200 and len(labels.read_text().splitlines()) == 1
+        # another site's page reaching the port by DNS rebinding names its own host: refused
+        assert httpx.get(url + "api/session", headers={"Host": "evil.example"}).status_code == 400
+        page = httpx.get(url)
+        assert page.status_code == 200 and "script-src 'self'" in page.headers["content-security-policy"]
     finally:
         proc.terminate()
         proc.wait(timeout=10)

@@ -25,7 +25,9 @@ def _session(loaded: LoadedRun, labels: Path, items=None, n: int = 8) -> Annotat
 
 @pytest.fixture
 def page(browser):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    # bypass_csp: Playwright's waits evaluate strings, which the page's CSP forbids; without the CSP
+    # the hostile-text test also shows that the escaping alone keeps model text inert
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, bypass_csp=True)
     pg = context.new_page()
     pg.errors = []
     pg.dialogs = []
@@ -163,3 +165,23 @@ def test_hostile_text_on_the_annotation_page_is_shown_literally(page, run_dir: P
         (line,) = (tmp_path / "a.jsonl").read_text().splitlines()
         assert json.loads(line)["intervention"] == shown.id
     assert page.dialogs == [] and page.errors == []
+
+
+def test_the_page_works_under_its_content_security_policy(browser, loaded: LoadedRun, tmp_path: Path):
+    context = browser.new_context()  # CSP enforced: no inline script or style may be needed
+    page = context.new_page()
+    violations = []
+    page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
+    session = _session(loaded, tmp_path / "a.jsonl", n=2)
+    with serving(create_app(session)) as url:
+        page.goto(url + "/")
+        page.wait_for_selector("body[data-ready='1'][data-pending='0']")
+        assert (
+            page.text_content("#position") == "1"
+            and page.text_content("#intervention-id") == session.draw[0].id
+        )
+        page.keyboard.press("i")
+        page.wait_for_selector("body[data-ready='1'][data-pending='0'] #position:text-is('2')")
+    context.close()
+    assert violations == []
+    assert LabelLog(tmp_path / "a.jsonl", "alice").latest[session.draw[0].id].edit_valid == "invalid"
