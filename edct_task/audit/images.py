@@ -27,6 +27,9 @@ THUMB_SIDE = 200
 """Longer side of thumbnails, px."""
 
 _THUMB_QUALITY = 80
+_FIGURE_EXT = {"heatmap": "png", "overlay": "jpg"}
+"""The heatmap stays PNG (sharp edges, small); the overlay, a darkened photo, is a JPEG (q 90) at
+less than half the bytes. Both are renderings: the run keeps the maps themselves losslessly."""
 
 
 @dataclass(frozen=True)
@@ -63,8 +66,8 @@ class ImageWriter:
         self.missing: list[str] = []
         """References the run could not provide (shown as 'not available' in the report)."""
 
-    def _paths(self, name: str) -> tuple[Path, Path]:
-        return self.out_dir / "img" / f"{name}.png", self.out_dir / "thumb" / f"{name}.jpg"
+    def _paths(self, name: str, ext: str = "png") -> tuple[Path, Path]:
+        return self.out_dir / "img" / f"{name}.{ext}", self.out_dir / "thumb" / f"{name}.jpg"
 
     def _thumb(self, image: Image.Image, dst: Path) -> None:
         thumb = image.convert("RGB")
@@ -73,8 +76,8 @@ class ImageWriter:
         thumb.save(tmp, format="JPEG", quality=_THUMB_QUALITY)
         os.replace(tmp, dst)
 
-    def _picture(self, name: str, size: tuple[int, int]) -> Picture:
-        return Picture(f"img/{name}.png", f"thumb/{name}.jpg", size[0], size[1])
+    def _picture(self, name: str, size: tuple[int, int], ext: str = "png") -> Picture:
+        return Picture(f"img/{name}.{ext}", f"thumb/{name}.jpg", size[0], size[1])
 
     def image(self, ref: str | None) -> Picture | None:
         """The report's copy of a run image (None when the run does not have it)."""
@@ -116,11 +119,11 @@ class ImageWriter:
 
     def _render_figures(self, maps_ref: str, before_ref: str) -> dict[str, Picture] | None:
         names = {kind: f"{maps_ref}-{before_ref[:12]}-{kind}" for kind in ("heatmap", "overlay")}
-        if all(all(p.exists() for p in self._paths(n)) for n in names.values()):  # an earlier report's
-            out = {}
+        if all(all(p.exists() for p in self._paths(n, _FIGURE_EXT[k])) for k, n in names.items()):
+            out = {}  # drawn by an earlier report into this folder
             for kind, name in names.items():
-                with Image.open(self._paths(name)[0]) as im:
-                    out[kind] = self._picture(name, im.size)
+                with Image.open(self._paths(name, _FIGURE_EXT[kind])[0]) as im:
+                    out[kind] = self._picture(name, im.size, _FIGURE_EXT[kind])
             return out
         maps_src, before_src = self.resolve(maps_ref), self.resolve(before_ref)
         if maps_src is None or before_src is None:
@@ -142,15 +145,18 @@ class ImageWriter:
             return None
         out = {}
         for kind, img in figures.items():
-            name = names[kind]
-            full, thumb = self._paths(name)
+            name, ext = names[kind], _FIGURE_EXT[kind]
+            full, thumb = self._paths(name, ext)
             if not full.exists():
                 tmp = full.with_name(full.name + ".tmp")
-                img.save(tmp, format="PNG", compress_level=1)
+                if ext == "png":
+                    img.save(tmp, format="PNG", compress_level=1)
+                else:
+                    img.save(tmp, format="JPEG", quality=90)
                 os.replace(tmp, full)
             if not thumb.exists():
                 self._thumb(img, thumb)
-            out[kind] = self._picture(name, img.size)
+            out[kind] = self._picture(name, img.size, ext)
         return out
 
 

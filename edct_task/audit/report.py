@@ -372,7 +372,7 @@ def write_audit(run: RunLike, out_dir: Path, *, source: str = "") -> AuditSummar
         out_dir / "index.html",
         _page("index", "EDCT audit report", {"run": summary, "rows": rows, "by_status": by_status}, ""),
     )
-    written = len({p.name for p in (out_dir / "img").iterdir() if p.suffix == ".png"})
+    written = sum(1 for p in (out_dir / "img").iterdir() if p.suffix in (".png", ".jpg"))
     manifest = {
         "format_version": AUDIT_FORMAT_VERSION,
         "source": source,
