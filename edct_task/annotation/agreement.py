@@ -241,7 +241,10 @@ def _pct(x: float | None) -> str:
 
 
 def _num(x: float | None) -> str:
-    return "—" if x is None or math.isnan(x) else f"{x:.3f}"
+    if x is None or math.isnan(x):
+        return "—"
+    text = f"{x:.3f}"
+    return "0.000" if text == "-0.000" else text
 
 
 def to_markdown(report: AgreementReport) -> str:
