@@ -209,3 +209,32 @@ def test_the_pages_render_under_their_content_security_policy(browser, report_di
     page.wait_for_selector(".attempt .r-in")
     context.close()
     assert not [m for m in messages if "Content Security Policy" in m], messages
+
+
+def test_every_panel_vote_is_shown_with_its_reasons(browser, tmp_path: Path):
+    from edct_task.audit.report import write_audit
+    from edct_task.config import calibration_config, config_from_dict
+    from edct_task.engine.runner import run
+    from edct_task.run_outputs import load_run
+
+    base = calibration_config("mixed:0.5", n=3, output_dir=tmp_path / "run").model_dump(mode="json")
+    base.update(progress=False, bootstrap_resamples=100)
+    base["roles"]["judge"] = [{"backend": "calibration-rules"}, {"backend": "calibration-rules"}]
+    base["protocol"]["judge_samples"] = 2
+    run(config_from_dict(base))
+    loaded = load_run(tmp_path / "run")
+    write_audit(loaded, tmp_path / "report")
+    record = loaded.records[0]
+    votes = [v for s in record.steps for v in s.votes]
+    assert len(votes) == 4 * len([s for s in record.steps if s.votes])  # 2 judges x 2 samples per step
+    context = browser.new_context(bypass_csp=True)
+    page = context.new_page()
+    page.goto((tmp_path / "report" / "samples" / "0001.html").as_uri())
+    rows = page.locator("table.votes tr.vote")
+    assert rows.count() == len(votes)
+    cells = rows.evaluate_all("rs => rs.map(r => Array.from(r.cells).map(c => c.textContent))")
+    for cells_of, vote in zip(cells, votes, strict=True):
+        assert cells_of[0] == f"judge {vote.member}" and cells_of[1] == str(vote.sample)
+        assert cells_of[3] == vote.binary.ac_reason and cells_of[5] == vote.binary.ef_reason
+        assert cells_of[7] == vote.graded.reason
+    context.close()
