@@ -238,3 +238,29 @@ def test_every_panel_vote_is_shown_with_its_reasons(browser, tmp_path: Path):
         assert cells_of[3] == vote.binary.ac_reason and cells_of[5] == vote.binary.ef_reason
         assert cells_of[7] == vote.graded.reason
     context.close()
+
+
+def test_a_sample_whose_target_failed_renders_without_errors(page, run_dir: Path, tmp_path: Path):
+    import json
+    import shutil
+
+    from edct_task.audit.report import write_audit
+    from edct_task.run_outputs import load_run
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("cache"))
+    lines = (copy / "samples.jsonl").read_text(encoding="utf-8").splitlines()
+    record = json.loads(lines[0])
+    record.update(status="error", reason="target failed: timeout", baseline=None, concepts=None)
+    record.update(instructions=None, steps=[], scores=None)
+    lines[0] = json.dumps(record)
+    (copy / "samples.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_audit(load_run(copy), tmp_path / "report")
+    page.goto((tmp_path / "report" / "index.html").as_uri())
+    page.select_option("#filter-status", "error")
+    assert _shown(page) == 1
+    page.click("#samples tbody tr .sample-link")
+    page.wait_for_selector("#sample-id")
+    assert page.text_content("#reason") == "target failed: timeout"
+    assert page.locator("#strip figure").count() == 1 and page.locator(".step").count() == 0
+    assert page.errors == []
