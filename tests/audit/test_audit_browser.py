@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
 from PIL import Image
 from support.audit_runs import HOSTILE_ID, HOSTILE_TEXTS
 
-from edct_task.run_outputs import LoadedRun
+from edct_task.audit.report import write_audit
+from edct_task.config import calibration_config, config_from_dict
+from edct_task.engine.runner import run
+from edct_task.run_outputs import LoadedRun, load_run
 
 
 @pytest.fixture
@@ -212,11 +217,6 @@ def test_the_pages_render_under_their_content_security_policy(browser, report_di
 
 
 def test_every_panel_vote_is_shown_with_its_reasons(browser, tmp_path: Path):
-    from edct_task.audit.report import write_audit
-    from edct_task.config import calibration_config, config_from_dict
-    from edct_task.engine.runner import run
-    from edct_task.run_outputs import load_run
-
     base = calibration_config("mixed:0.5", n=3, output_dir=tmp_path / "run").model_dump(mode="json")
     base.update(progress=False, bootstrap_resamples=100)
     base["roles"]["judge"] = [{"backend": "calibration-rules"}, {"backend": "calibration-rules"}]
@@ -241,12 +241,6 @@ def test_every_panel_vote_is_shown_with_its_reasons(browser, tmp_path: Path):
 
 
 def test_a_sample_whose_target_failed_renders_without_errors(page, run_dir: Path, tmp_path: Path):
-    import json
-    import shutil
-
-    from edct_task.audit.report import write_audit
-    from edct_task.run_outputs import load_run
-
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("cache"))
     lines = (copy / "samples.jsonl").read_text(encoding="utf-8").splitlines()
