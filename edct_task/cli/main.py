@@ -27,7 +27,7 @@ from edct_task.engine.workspace import StorageError
 from edct_task.roles import ConfigError
 from edct_task.run_outputs import RunReadError
 
-COMMANDS = ("run", "stability", "serve", "backends", "verify", "bench")
+COMMANDS = ("run", "stability", "serve", "backends", "verify", "bench", "report", "submit", "leaderboard")
 """Modules of ``edct_task.cli``, each adding one or more sub-commands."""
 
 

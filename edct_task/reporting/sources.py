@@ -58,6 +58,8 @@ class EdctRun:
     """Where the overall numbers come from (file and key, or the recomputation)."""
     records: list[SampleRecord] = field(repr=False, default_factory=list)
     flags: list[str] = field(default_factory=list)
+    setup_source: dict[str, Any] | None = None
+    """The setup as an lmms-eval run recorded it (roles, protocol, verification, prompt versions)."""
 
     @property
     def setup_id(self) -> str:
@@ -276,6 +278,15 @@ def edct_runs_from_lmms(results: ResultsFile, model_key: str, model_name: str) -
                 metric_source=metric_source,
                 records=records,
                 flags=flags,
+                setup_source=(
+                    {
+                        k: setup_raw[k]
+                        for k in ("roles", "protocol", "verification", "prompt_versions")
+                        if k in setup_raw
+                    }
+                    if setup_raw
+                    else None
+                ),
             )
         )
     return out
