@@ -8,7 +8,6 @@ records them (model name + model args) unless ``--label PATH=NAME`` names every 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,6 @@ from edct_task.reporting.setup import dataset_manifest, setup_id, setup_identity
 from edct_task.scoring.metrics import METRIC_NAMES, summarise
 
 EDCT_RESULTS = "results.json"
-EDCT_SAMPLES = "samples.jsonl"
 BUNDLE_SUFFIXES = (".edct.zip", ".zip")
 DEFAULT_RESAMPLES = 10_000
 """Bootstrap resamples when the run does not record its own (the ``edct run`` default)."""
@@ -100,19 +98,6 @@ def _target_identity(spec: Mapping[str, Any]) -> tuple[str, str]:
     return key, name
 
 
-def read_records(path: Path) -> list[SampleRecord]:
-    """``samples.jsonl``: one SampleRecord per line; a bad line is an error naming it."""
-    out = []
-    with path.open(encoding="utf-8") as f:
-        for i, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    out.append(SampleRecord.model_validate_json(line))
-                except ValueError as exc:
-                    raise ReportInputError(f"{path}: line {i} is not a sample record ({exc})") from None
-    return out
-
-
 def edct_run_from_results(
     results: dict[str, Any], records: list[SampleRecord], *, source: str, kind: str
 ) -> EdctRun:
@@ -151,14 +136,14 @@ def edct_run_from_results(
 
 
 def read_edct_run(folder: Path) -> EdctRun:
-    results_path = folder / EDCT_RESULTS
+    """An ``edct run`` output folder, read through ``edct_task.run_outputs.load_run``."""
+    from edct_task.run_outputs import RunReadError, load_run
+
     try:
-        results = json.loads(results_path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ReportInputError(f"{results_path}: not readable as JSON ({exc})") from None
-    samples = folder / EDCT_SAMPLES
-    records = read_records(samples) if samples.is_file() else []
-    return edct_run_from_results(results, records, source=str(folder), kind="edct-run")
+        loaded = load_run(folder)
+    except RunReadError as exc:
+        raise ReportInputError(str(exc)) from None
+    return edct_run_from_results(loaded.results, loaded.records, source=str(folder), kind="edct-run")
 
 
 # ----------------------------------------------------------------------------- lmms-eval files
