@@ -42,6 +42,7 @@ def _reference_digest(path: Path) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from edct_task.leaderboard.board import build_board, write_board
+    from edct_task.reporting.tables import interval_cell
 
     bundles: list[Path] = []
     for p in args.bundles:
@@ -60,11 +61,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"track {t['id']}: {t['label']}")
         for e in t["entries"]:
             lo, hi = e["rank_range"]
-            ccs = e["ccs_binary"]
-            print(
-                f"  {e['rank']:>3} ({lo}–{hi})  {e['model']}  CCS_binary {ccs['estimate']:.3f} "
-                f"[{ccs['low']:.3f}, {ccs['high']:.3f}]"
-            )
+            print(f"  {e['rank']:>3} ({lo}–{hi})  {e['model']}  CCS_binary {interval_cell(e['ccs_binary'])}")
     for r in board["rejected"]:
         print(f"rejected {r['bundle']}: {r['reason']}")
     print(
