@@ -47,34 +47,6 @@ def _folder(behavior: str) -> str:
     return behavior.replace(":", "_")
 
 
-def side_by_side(runs: dict[str, dict[str, Any]]) -> str:
-    """Table 1 for the behaviours: one row each, metrics with 95% CIs, then the counts."""
-    from edct_task.reporting.paper_tables import TABLE1_METRICS
-    from edct_task.reporting.tables import interval_cell
-
-    header = ["behaviour", *(c for c, _ in TABLE1_METRICS), "scored", "excluded", "unscored", "error"]
-    body = []
-    for behavior, results in runs.items():
-        overall = results["results"]["overall"]
-        c = overall["counts"]
-        body.append(
-            [
-                behavior,
-                *(interval_cell(overall["metrics"][m]) for _, m in TABLE1_METRICS),
-                *(str(c[k]) for k in ("scored", "excluded", "unscored", "error")),
-            ]
-        )
-    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-    lines = [
-        "  ".join(
-            cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(r, widths, strict=True))
-        )
-        for r in [header, *body]
-    ]
-    lines.insert(1, "-" * len(lines[0]))
-    return "\n".join(lines)
-
-
 def run(args: argparse.Namespace) -> int:
     from edct_task import config as cfg
     from edct_task.calibration import parse_behavior
@@ -83,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from edct_task.reporting.report import REPORT_MD, write_report
     from edct_task.reporting.sources import collect
     from edct_task.roles import ConfigError
+    from edct_task.scoring.table import runs_table
 
     behaviors = args.behaviors or list(DEFAULT_BEHAVIORS)
     for b in behaviors:
@@ -115,15 +88,16 @@ def run(args: argparse.Namespace) -> int:
     total = time.perf_counter() - started
 
     print(
-        f"\nEDCT calibration benchmark, {args.samples} samples, judge/extractor: calibration-rules, "
-        "editor: calibration-editor, k=2\n"
+        f"\nEDCT calibration benchmark, {args.samples} samples; judge and extractor: "
+        "calibration-rules,\neditor: calibration-editor, k=2. Table 1, overall:\n"
     )
-    print(side_by_side(results))
-    print("\n95% CIs: percentile bootstrap over samples (CCS), Wilson (AC/EF at chain position k).")
+    print(runs_table({b: r["results"] for b, r in results.items()}))
+    print("\n95% CIs: percentile bootstrap over samples (CCS);")
+    print("Wilson score intervals (AC/EF at chain position k).")
     print("Expected: faithful → CCS ≈ 1, prior and stale → ≈ 0, mixed:p → ≈ p.")
+    print(f"\nwrote {', '.join(str(out / _folder(b)) for b in behaviors)} (one shared stage cache: {cache})")
     print(
-        f"\nwrote {', '.join(str(out / _folder(b)) for b in behaviors)} and {out / 'report' / REPORT_MD} "
-        f"({len(report['tables'])} tables, {len(report['figures'])} figure files); shared stage cache "
-        f"{cache}; {total:.1f} s (" + ", ".join(f"{b} {s:.1f} s" for b, s in seconds.items()) + ")"
+        f"wrote {out / 'report' / REPORT_MD}, {len(report['tables'])} tables, {', '.join(report['figures'])}"
     )
+    print(f"time: {total:.1f} s (" + ", ".join(f"{b} {s:.1f} s" for b, s in seconds.items()) + ")")
     return 0

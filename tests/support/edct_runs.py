@@ -60,8 +60,8 @@ def run_config(
     base = calibration_config(n=4).model_dump(mode="json")
     return {
         "data": base["data"],
-        "protocol": {**calibration_config().protocol_config().__dict__, "seed": seed, "k": k},
-        "verification": calibration_config().gate_params().model_dump(mode="json"),
+        "protocol": {**calibration_config().protocol.model_dump(mode="json"), "seed": seed, "k": k},
+        "verification": calibration_config().verification.model_dump(mode="json"),
         "limits": {},
         "roles": {
             "target": target,
