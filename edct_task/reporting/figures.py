@@ -15,6 +15,10 @@ from pathlib import Path
 from typing import Any
 
 MIN_MODELS_FOR_CORRELATION = 3
+PANEL_WIDTH = 4.2
+PANEL_HEIGHT = 4.4
+MIN_WIDTH = 6.4
+DPI = 110
 
 
 @dataclass(frozen=True)
@@ -63,8 +67,12 @@ def rank_correlation(xs: Sequence[float], ys: Sequence[float]) -> dict[str, Any]
     return out
 
 
+def _y(p: Point) -> float:
+    return p.ccs_binary if p.ccs_binary is not None else p.ccs_graded  # type: ignore[return-value]
+
+
 def _corr_text(c: dict[str, Any]) -> str:
-    if c["spearman"] is None:
+    if c.get("spearman") is None:
         return "ρ, τ: n/a"
     return f"ρ={c['spearman']:.2f}, τ={c['kendall']:.2f}"
 
@@ -82,7 +90,13 @@ def figure5(
     cols = min(n, 3)
     rows = math.ceil(n / cols)
     with matplotlib.rc_context({"svg.fonttype": "none", "font.size": 9}):
-        fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.8 * rows), squeeze=False, dpi=110)
+        fig, axes = plt.subplots(
+            rows,
+            cols,
+            figsize=(max(PANEL_WIDTH * cols, MIN_WIDTH), PANEL_HEIGHT * rows),
+            squeeze=False,
+            dpi=DPI,
+        )
         for ax in axes.flat[n:]:
             ax.set_visible(False)
         for ax, panel in zip(axes.flat, panels, strict=False):
@@ -103,16 +117,28 @@ def figure5(
                 zorder=3,
                 label=f"CCS_graded ({_corr_text(cg)})",
             )
-            for p in panel.points:
-                y = p.ccs_binary if p.ccs_binary is not None else p.ccs_graded
-                ax.annotate(p.model, (p.x, y), xytext=(5, 4), textcoords="offset points", fontsize=8)
+            placed: list[tuple[float, float]] = []
+            for p in sorted(panel.points, key=lambda q: (-(_y(q)), q.model)):
+                y = _y(p)
+                # labels of coinciding or close points are stacked, not drawn over each other
+                close = sum(abs(p.x - px) < 0.12 and abs(y - py) < 0.06 for px, py in placed)
+                placed.append((p.x, y))
+                right = p.x > 0.7
+                ax.annotate(
+                    p.model,
+                    (p.x, y),
+                    xytext=(-7 if right else 7, 4 + 11 * close if y < 0.5 else 4 - 11 * close),
+                    textcoords="offset points",
+                    ha="right" if right else "left",
+                    fontsize=8,
+                )
             ax.set_xlim(-0.03, 1.08)
             ax.set_ylim(-0.05, 1.12)
             ax.set_xlabel(f"{panel.display} score (normalised to [0, 1])")
             ax.set_ylabel("CCS")
             ax.set_title(panel.display)
             ax.grid(True, alpha=0.3)
-            ax.legend(loc="lower right", fontsize=7, framealpha=0.9)
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.17), fontsize=7, frameon=False)
         fig.suptitle("CCS vs other benchmarks across models (Spearman ρ, Kendall τ)", fontsize=10)
         fig.tight_layout()
         paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]

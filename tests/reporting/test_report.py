@@ -18,6 +18,7 @@ from support.lmms_output import Bench, EdctTask, Group, write_lmms_output
 
 from edct_task.config import calibration_config
 from edct_task.lmms import hooks
+from edct_task.reporting import figures
 from edct_task.reporting.report import FIGURE_STEM, build_report
 from edct_task.scoring.metrics import summarise
 
@@ -225,7 +226,7 @@ def test_figure_has_one_labelled_point_per_model(outputs, tmp_path):
     png.load()
     panels = [c for c in report["correlations"] if c["metric"] == "ccs_binary" and c["n_models"] >= 2]
     assert len(panels) == 3  # MMMU, MathVista, MMLU-Pro (chartqa: one model only)
-    assert png.size == (int(4.2 * 3 * 110), int(3.8 * 1 * 110))
+    assert png.size == (int(figures.PANEL_WIDTH * 3 * figures.DPI), int(figures.PANEL_HEIGHT * figures.DPI))
     texts = [
         t.text or "" for t in ET.parse(out / f"{FIGURE_STEM}.svg").iter("{http://www.w3.org/2000/svg}text")
     ]
