@@ -196,6 +196,13 @@ def create_bundle(run_path: Path, out: Path, *, with_images: bool = False) -> di
         "task": run.task,
         "model": model,
         "setup": {**run.setup, "target": model["identity"]},
+        "backend_identities": {
+            role: ident
+            for role, ident in ((results.get("config") or {}).get("backends") or {}).items()
+            if role != "target"
+        }
+        if kind == "edct"
+        else None,
         "claimed": run.summary,
         "lmms_claims": _lmms_claims(results) if kind == "lmms" else None,
         "scoring": {"seed": int(run.seed or 0), "n_resamples": _resamples(results)},

@@ -220,6 +220,12 @@ def check_bundle(path: Path, *, reference_manifest: str | None = None) -> Verifi
     ) != target:
         raise Rejection("setup_mismatch", "target model identity differs from the run's own configuration")
 
+    if kind == "edct":
+        own_identities = {
+            r: i for r, i in ((results.get("config") or {}).get("backends") or {}).items() if r != "target"
+        }
+        if meta.get("backend_identities") != own_identities:
+            raise Rejection("setup_mismatch", "backend identities differ from the run's own results.json")
     scoring = meta.get("scoring") or {}
     try:
         summary = summarise(

@@ -260,3 +260,13 @@ def test_table5_mean_sd_is_numpys_and_table2_separates_judges(tmp_path):
         r["results"]["overall"]["metrics"]["ccs_binary"]["estimate"] for r in runs
     )
     assert len(report["setups"]) == 2
+
+
+def test_label_names_every_result_under_a_path(outputs, tmp_path):
+    root, _ = outputs
+    out = tmp_path / "report"
+    report = build_report([root], out, {root / "org__alpha-vl": "Alpha (ours)"})
+    by_name = {m["name"]: m for m in report["models"]}
+    assert "org/alpha-vl" not in by_name
+    alpha = by_name["Alpha (ours)"]
+    assert alpha["edct"]["ccs_binary"]["estimate"] is not None and "mmmu_val" in alpha["benchmarks"]
