@@ -14,8 +14,7 @@ from edct_task.scoring.metrics import CCS_BINARY, CCS_GRADED, POSITIONS, ac_name
 from edct_task.scoring.statistics import mean_sd
 
 TABLE1_METRICS = (
-    *((f"AC k={k}", ac_name(k)) for k in POSITIONS),
-    *((f"EF k={k}", ef_name(k)) for k in POSITIONS),
+    *(pair for k in POSITIONS for pair in ((f"AC k={k}", ac_name(k)), (f"EF k={k}", ef_name(k)))),
     ("CCS_binary", CCS_BINARY),
     ("CCS_graded", CCS_GRADED),
 )
