@@ -270,3 +270,21 @@ def test_label_names_every_result_under_a_path(outputs, tmp_path):
     assert "org/alpha-vl" not in by_name
     alpha = by_name["Alpha (ours)"]
     assert alpha["edct"]["ccs_binary"]["estimate"] is not None and "mmmu_val" in alpha["benchmarks"]
+
+
+def test_without_logged_samples_the_estimates_are_shown_and_flagged(tmp_path, hook_settings):
+    root = tmp_path / "out"
+    file = write_lmms_output(
+        root,
+        model="qwen3_vl",
+        model_args="pretrained=org/solo-vl",
+        tasks=[_edct_group(0.6)],
+        log_samples=False,
+    )
+    raw = json.loads(file.read_text())["results"]["edct_bench"]
+    report = build_report([root], tmp_path / "report")
+    (model,) = report["models"]
+    assert model["edct"]["ccs_binary"]["estimate"] == raw["ccs_binary,none"]  # lmms-eval's group value
+    assert model["edct"]["ccs_binary"]["low"] is None
+    assert any("no logged samples" in f and "--log_samples" in f for f in model["runs"][0]["flags"])
+    assert "CIs and domains unavailable" in (tmp_path / "report" / "table1.md").read_text()
