@@ -19,15 +19,16 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from edct_task.leaderboard.bundle import SUFFIX, BundleError, create_bundle
+    from edct_task.leaderboard.bundle import BundleError, create_bundle
+    from edct_task.reporting.sources import BUNDLE_SUFFIX
 
     if not args.run.exists():
         raise ConfigError(
             f"{args.run} does not exist: pass an `edct run` output folder or an lmms-eval output folder"
         )
-    if not args.out.name.endswith(SUFFIX):
+    if not args.out.name.endswith(BUNDLE_SUFFIX):
         raise ConfigError(
-            f"--out {args.out}: name the bundle *{SUFFIX} (edct report and edct leaderboard look for it)"
+            f"--out {args.out}: name the bundle *{BUNDLE_SUFFIX} (edct report and leaderboard look for it)"
         )
     try:
         meta = create_bundle(args.run, args.out, with_images=args.with_images)

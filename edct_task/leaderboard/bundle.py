@@ -41,8 +41,6 @@ from edct_task.run_outputs import image_files
 FORMAT = "edct-bundle"
 FORMAT_VERSION = 1
 BUNDLE_JSON = "bundle.json"
-MEMBERS = ("results.json", "samples.jsonl", "dataset_manifest.json", "images.json", "setup_source.json")
-SUFFIX = ".edct.zip"
 _ZIP_DATE = (2020, 1, 1, 0, 0, 0)
 _VERSIONED = ("edct-bench", "lmms-eval", "numpy", "scipy", "pydantic", "transformers", "torch")
 

@@ -27,7 +27,8 @@ from edct_task.reporting.setup import dataset_manifest, setup_id, setup_identity
 from edct_task.scoring.metrics import METRIC_NAMES, summarise
 
 EDCT_RESULTS = "results.json"
-BUNDLE_SUFFIXES = (".edct.zip", ".zip")
+BUNDLE_SUFFIX = ".edct.zip"
+"""Bundles inside an input folder are found by this suffix; a file given directly may be any zip."""
 DEFAULT_RESAMPLES = 10_000
 """Bootstrap resamples when the run does not record its own (the ``edct run`` default)."""
 TOLERANCE = 1e-9
@@ -293,7 +294,7 @@ def _label_for(path: Path, labels: Mapping[Path, str]) -> str | None:
 
 
 def _is_bundle(path: Path) -> bool:
-    return path.is_file() and path.name.endswith(BUNDLE_SUFFIXES)
+    return path.is_file() and path.name.endswith(".zip")
 
 
 def collect(paths: Sequence[Path], labels: Mapping[Path, str] | None = None) -> Collection:
@@ -347,7 +348,7 @@ def collect(paths: Sequence[Path], labels: Mapping[Path, str] | None = None) -> 
                 model.benchmarks[top] = score
             out.inputs.append({"path": str(file), "kind": "lmms-eval"})
             found += 1
-        for bundle_file in sorted(p for p in path.rglob("*") if _is_bundle(p)) if path.is_dir() else []:
+        for bundle_file in sorted(path.rglob(f"*{BUNDLE_SUFFIX}")) if path.is_dir() else []:
             from edct_task.leaderboard.bundle import read_bundle
 
             _add_run(out, read_bundle(bundle_file).edct_run(), _label_for(bundle_file, labels))
