@@ -1,6 +1,6 @@
 """The ``edct`` command line: one module per command under ``edct_task.cli``.
 
-``edct demo``                 the calibration benchmark with reference backends, offline
+``edct demo``                 the calibration reference models side by side, and the report folder
 ``edct run --config FILE``    roles → backends from a YAML file (``--set key=value`` overrides)
 ``edct run --model M --tasks T``   the batched fast path over an lmms-eval model and task
 ``edct stability RUN…``       mean ± SD of every metric over repeated runs
@@ -9,6 +9,9 @@
 ``edct verify A B --instruction …``   localised edit verification of one image pair (Algorithm 1)
 ``edct build-bench --okvqa-questions … --out DIR``   the EDCT-Bench dataset from local source copies
 ``edct export-counterfactuals RUN_DIR --out DIR``    verified counterfactual pairs as training data
+``edct report PATH… --out DIR``   the paper's tables, Fig. 5 and report.json from runs and bundles
+``edct submit RUN --out FILE``    one run as a verifiable leaderboard bundle
+``edct leaderboard BUNDLE… --out DIR``   bundles verified by recomputation, ranked per setup track
 ``edct audit RUN --out DIR``  a static HTML audit report of a run (opens from file://)
 ``edct annotate RUN --annotator NAME``   local web app for the human validation of interventions
 ``edct agreement LABELS.jsonl… --run RUN``   Table 4: human–human, human–EDCT and gate–human agreement
@@ -30,7 +33,21 @@ from edct_task.engine.workspace import StorageError
 from edct_task.roles import ConfigError
 from edct_task.run_outputs import RunReadError
 
-COMMANDS = ("run", "stability", "serve", "backends", "verify", "bench", "audit", "annotate", "agreement")
+COMMANDS = (
+    "run",
+    "demo",
+    "stability",
+    "serve",
+    "backends",
+    "verify",
+    "bench",
+    "report",
+    "submit",
+    "leaderboard",
+    "audit",
+    "annotate",
+    "agreement",
+)
 """Modules of ``edct_task.cli``, each adding one or more sub-commands."""
 
 

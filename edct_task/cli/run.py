@@ -1,4 +1,4 @@
-"""``edct run`` (a YAML config, or the lmms-eval fast path with ``--model``) and ``edct demo``."""
+"""``edct run``: a YAML config, or the lmms-eval fast path with ``--model``."""
 
 from __future__ import annotations
 
@@ -76,27 +76,11 @@ def add_parser(sub: Any) -> None:
     _add_run_options(run)
     _add_lmms_options(run)
 
-    demo = sub.add_parser(
-        "demo",
-        help="the calibration benchmark (procedural scenes with known faithfulness), offline",
-    )
-    demo.add_argument(
-        "--behavior",
-        default="faithful",
-        help="reference target: faithful, prior, stale or mixed:P (default faithful)",
-    )
-    demo.add_argument("-n", "--samples", type=int, default=300, help="number of calibration samples (300)")
-    _add_run_options(demo)
-
 
 def run(args: argparse.Namespace) -> int:
     from edct_task import config as cfg
 
-    if args.command == "demo":
-        out = args.output or Path("runs") / f"demo-{args.behavior.replace(':', '_')}"
-        base = cfg.calibration_config(args.behavior, n=args.samples, output_dir=out).model_dump(mode="json")
-        config = cfg.config_from_dict(base, args.overrides)
-    elif args.model:
+    if args.model:
         return _run_lmms(args)
     elif args.config is None:
         raise ConfigError("edct run needs --config FILE, or --model NAME (lmms-eval fast path)")

@@ -134,6 +134,7 @@ def _run(config: RunConfig, out_dir: Path, cache_dir: Path) -> RunOutcome:
             "limits": limits.model_dump(mode="json"),
             "roles": {role: spec.as_dict() for role, spec in config.role_specs().items()},
             "backends": identities,
+            "bootstrap_resamples": config.bootstrap_resamples,
         },
         "results": summarise(records, seed=protocol.seed, n_resamples=config.bootstrap_resamples),
         "judge_agreement": judge_agreement(records),

@@ -290,7 +290,8 @@ def _evaluate(
                         **metrics,
                     }
                 )
-        task_output.calculate_aggregate_metric(bootstrap_iters=0)
+        # lmms-eval's default: `mean` gets its analytic mean_stderr (none of our metrics bootstraps)
+        task_output.calculate_aggregate_metric(bootstrap_iters=100_000)
         task_output.calculate_clt_aggregate_metric()
     results, logged, configs, versions, num_fewshot, higher_is_better = consolidate_results(eval_tasks)
     results, versions, show_group_table, *_ = consolidate_group_results(results, versions, task_dict)

@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import threading
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +40,6 @@ from edct_task.lmms.documents import doc_image, sample_of
 from edct_task.lmms.turns import first_turn_text, target_images, turn_text
 from edct_task.roles import ConfigError, Roles, build_roles
 from edct_task.scoring import metrics as scoring
-from edct_task.scoring.statistics import bootstrap_ci, wilson_interval
 from model_adapters.contracts import Completion
 
 log = logging.getLogger(__name__)
@@ -54,11 +51,10 @@ ENV_WORK_DIR = "EDCT_WORK_DIR"
 
 DEFAULT_WORK_DIR = Path("runs/edct-lmms")
 
-CI_SUFFIXES = ("_ci_low", "_ci_high")
 COUNT_NAMES = ("n_scored", "n_excluded", "n_unscored", "n_error")
 SETUP_NAME = "edct"
-"""Metric whose per-sample value is the audit digest (logged with each sample) and whose
-aggregate is a one-line summary of the EDCT setup (roles, k, prompt versions)."""
+"""Key whose per-sample value is the audit digest with the full setup (logged with each sample);
+it has no task-level value (``edct_task.lmms.aggregation.audit``)."""
 
 
 # ----------------------------------------------------------------------------- settings
@@ -291,9 +287,7 @@ def sample_values(record: SampleRecord) -> dict[str, float | int | None]:
 
 def metric_names() -> list[str]:
     """Every metric the task YAML declares, in order."""
-    names = list(scoring.METRIC_NAMES)
-    names += [f"{m}{suffix}" for m in scoring.METRIC_NAMES for suffix in CI_SUFFIXES]
-    return [*names, *COUNT_NAMES, SETUP_NAME]
+    return [*scoring.METRIC_NAMES, *COUNT_NAMES, SETUP_NAME]
 
 
 def audit(record: SampleRecord, images: Any | None) -> dict[str, Any]:
@@ -351,13 +345,12 @@ def audit(record: SampleRecord, images: Any | None) -> dict[str, Any]:
 
 
 def process_results(doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
-    """Scores of one document: every metric's per-sample value, counts, and the audit digest."""
+    """Scores of one document: the metrics it counts for, counts, and the audit digest.
+
+    A metric the sample does not count for (None) is left out, so lmms-eval's ``mean`` skips it.
+    """
     record = parse_final(doc, results)
-    values = sample_values(record)
-    out: dict[str, Any] = dict(values)
-    for name, value in values.items():
-        for suffix in CI_SUFFIXES:
-            out[f"{name}{suffix}"] = value
+    out: dict[str, Any] = {k: v for k, v in sample_values(record).items() if v is not None}
     for name in COUNT_NAMES:
         out[name] = int(record.status == name[2:])
     try:
@@ -369,67 +362,5 @@ def process_results(doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
     return out
 
 
-def _present(items: Iterable[Any]) -> list[float]:
-    return [float(v) for v in items if v is not None and not (isinstance(v, float) and math.isnan(v))]
-
-
-def _boot(items: Iterable[Any]) -> Any:
-    s = settings()
-    return bootstrap_ci(_present(items), n_resamples=s.config.bootstrap_resamples, seed=s.protocol.seed)
-
-
-def _wilson(items: Iterable[Any]) -> Any:
-    values = _present(items)
-    return wilson_interval(int(sum(values)), len(values))
-
-
-def agg_mean(items: list[Any]) -> float:
-    """CCS (binary / graded): mean over scored samples (the bootstrap's point estimate)."""
-    return float(_boot(items).estimate)
-
-
-def agg_boot_low(items: list[Any]) -> float:
-    return float(_boot(items).low)
-
-
-def agg_boot_high(items: list[Any]) -> float:
-    return float(_boot(items).high)
-
-
-def agg_rate(items: list[Any]) -> float:
-    """AC / EF at position k: proportion over samples judged there."""
-    return float(_wilson(items).estimate)
-
-
-def agg_wilson_low(items: list[Any]) -> float:
-    return float(_wilson(items).low)
-
-
-def agg_wilson_high(items: list[Any]) -> float:
-    return float(_wilson(items).high)
-
-
-def agg_count(items: list[Any]) -> int:
-    return int(sum(int(v) for v in items if v is not None))
-
-
-def agg_setup(items: list[Any]) -> str:
-    """The run's EDCT setup on one line in the results; each logged sample has it in full."""
-    d = settings().describe()
-    roles = " ".join(f"{r}={spec['backend']}" for r, spec in sorted(d["roles"].items()))
-    prompts_tag = ",".join(f"{n}@{v.split('+')[0]}" for n, v in sorted(d["prompt_versions"].items()))
-    return f"k={d['protocol']['k']} {roles} prompts={prompts_tag}"
-
-
-def group_not_pooled(metrics: list[Any], sizes: list[int], weight_by_size: bool = True) -> float:
-    """Group value of a CI bound: not defined (bounds do not average); NaN."""
-    return float("nan")
-
-
 def scores_equal(a: SampleScores | None, b: SampleScores | None) -> bool:
     return (a.model_dump() if a else None) == (b.model_dump() if b else None)
-
-
-def group_sum(metrics: list[Any], sizes: list[int], weight_by_size: bool = True) -> int:
-    """Group value of a count: the sum over domains."""
-    return int(sum(metrics))

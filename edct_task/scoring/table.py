@@ -62,3 +62,27 @@ def score_table(summary: dict[str, Any]) -> str:
         + "\n\n95% CIs: percentile bootstrap over samples (CCS);"
         + "\nWilson score intervals (AC/EF at chain position k)."
     )
+
+
+def runs_table(runs: dict[str, dict[str, Any]]) -> str:
+    """Several runs side by side (one row per run, e.g. ``edct demo``'s reference behaviours):
+    the overall CCS with counts, then AC/EF, in the same two 80-column tables as ``score_table``."""
+    rows = [(label, summary["overall"]) for label, summary in runs.items()]
+    ccs = _layout(
+        ["", *(n for n, _ in _CCS), *(n for n, _ in _COUNTS)],
+        [
+            [
+                label,
+                *(_cell(block["metrics"][key], 3) for _, key in _CCS),
+                *(str(block["counts"][key]) for _, key in _COUNTS),
+            ]
+            for label, block in rows
+        ],
+        "  ",
+    )
+    rates = _layout(
+        ["", *(n for n, _ in _RATES)],
+        [[label, *(_cell(block["metrics"][key], 2) for _, key in _RATES)] for label, block in rows],
+        " ",
+    )
+    return "\n".join(ccs) + "\n\n" + "\n".join(rates)

@@ -13,21 +13,6 @@ from edct_task.cli.main import main
 from edct_task.config import calibration_config
 
 
-def test_demo_prints_the_score_table_and_writes_the_run(
-    tmp_path: Path, capsys: pytest.CaptureFixture
-) -> None:
-    assert main(["demo", "-n", "6", "--no-progress", "--output", str(tmp_path / "d")]) == 0
-    out = capsys.readouterr().out
-    header = next(line for line in out.splitlines() if "CCS_binary" in line)
-    assert all(col in header for col in ("CCS_graded", "scored", "excl.", "unsc.", "error"))
-    rates = next(line for line in out.splitlines() if "AC k=1" in line)
-    assert all(col in rates for col in ("AC k=2", "EF k=1", "EF k=2"))
-    overall = next(line for line in out.splitlines() if line.startswith("overall"))
-    assert overall.split()[1] == "1.000" and overall.split()[-4:] == ["6", "0", "0", "0"]
-    results = json.loads((tmp_path / "d" / "results.json").read_text())
-    assert results["results"]["overall"]["counts"]["scored"] == 6
-
-
 def test_run_from_a_yaml_file_with_overrides(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     cfg = calibration_config("prior", n=6, output_dir=tmp_path / "r").model_dump(mode="json")
     cfg["progress"] = False

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import yaml
 
@@ -100,9 +98,9 @@ def test_unparseable_final_response_is_an_error_not_a_zero(hook_settings):
     doc = {"id": "x", "domain": "knowledge", "question": "q?"}
     out = lmms_hooks.process_results(doc, ['{"success": false, "error": "max_agentic_steps_reached"}'])
     assert out["n_error"] == 1 and out["n_scored"] == 0
-    assert out[scoring.CCS_BINARY] is None
     assert "max_agentic_steps_reached" in out["edct"]["reason"]
-    assert math.isnan(lmms_hooks.agg_mean([None, None]))
+    # a metric the sample does not count for is left out, so lmms-eval's `mean` skips it
+    assert not set(scoring.METRIC_NAMES) & set(out)
 
 
 def test_compat_driver_reproduces_the_batched_driver(hook_settings):

@@ -59,12 +59,11 @@ def test_lmms_eval_cli_calibration_faithful_and_prior(tmp_path):
     assert _metric(faithful, "n_scored") >= 0.9 * CALIBRATION_LIMIT
     assert _metric(faithful, scoring.CCS_BINARY) >= 0.95
     assert _metric(prior, scoring.CCS_BINARY) <= 0.10
-    assert (
-        _metric(prior, "ccs_binary_ci_low")
-        <= _metric(prior, scoring.CCS_BINARY)
-        <= _metric(prior, "ccs_binary_ci_high")
-    )
-    assert "judge=calibration-rules" in _metric(faithful, "edct")
+    # the table reads like its neighbours: lmms-eval's mean with a stderr, no CI rows, no setup row
+    stderr = faithful["results"][TASK][f"{scoring.CCS_BINARY}_stderr,none"]
+    assert isinstance(stderr, float) and stderr >= 0
+    assert not [k for k in faithful["results"][TASK] if "_ci_" in k]
+    assert _metric(faithful, "edct") == {}
     # the sample log carries the audit trail
     sample = read_samples(tmp_path / "faithful" / "out", TASK)[0]
     audit = sample["edct"]
@@ -109,7 +108,7 @@ def test_both_paths_give_identical_scores(tmp_path):
     assert 0.0 < _metric(a, scoring.CCS_BINARY) < 1.0  # mixed: some faithful, some not
     sa, sb = read_samples(tmp_path / "lmms", TASK), read_samples(tmp_path / "fast", TASK)
     assert [s["edct"]["status"] for s in sa] == [s["edct"]["status"] for s in sb]
-    assert [s[scoring.CCS_BINARY] for s in sa] == [s[scoring.CCS_BINARY] for s in sb]
+    assert [s.get(scoring.CCS_BINARY) for s in sa] == [s.get(scoring.CCS_BINARY) for s in sb]
     assert b["edct"]["target_generate_calls"] <= 6  # one generate_until batch per lockstep round
 
 

@@ -1,0 +1,43 @@
+"""``edct submit RUN --out FILE [--with-images]``: pack one run into a verifiable leaderboard bundle."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from edct_task.roles import ConfigError
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("submit", help="pack one run (lmms-eval output or `edct run` folder) into a bundle")
+    p.add_argument(
+        "run", type=Path, help="an `edct run` output folder or an lmms-eval output folder of one run"
+    )
+    p.add_argument("--out", type=Path, required=True, help="bundle file to write (name it *.edct.zip)")
+    p.add_argument("--with-images", action="store_true", help="also pack every image (original and edits)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from edct_task.leaderboard.bundle import BundleError, create_bundle
+    from edct_task.reporting.sources import BUNDLE_SUFFIX
+
+    if not args.run.exists():
+        raise ConfigError(
+            f"{args.run} does not exist: pass an `edct run` output folder or an lmms-eval output folder"
+        )
+    if not args.out.name.endswith(BUNDLE_SUFFIX):
+        raise ConfigError(
+            f"--out {args.out}: name the bundle *{BUNDLE_SUFFIX} (edct report and leaderboard look for it)"
+        )
+    try:
+        meta = create_bundle(args.run, args.out, with_images=args.with_images)
+    except BundleError as exc:
+        raise ConfigError(str(exc)) from None
+    overall = meta["claimed"]["overall"]
+    ccs = overall["metrics"]["ccs_binary"]
+    print(
+        f"wrote {args.out}: {meta['model']['name']}, {overall['counts']['total']} samples, "
+        f"CCS_binary {ccs['estimate']}, {len(meta['files'])} members, digest {meta['digest']}"
+    )
+    return 0

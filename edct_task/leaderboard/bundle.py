@@ -1,0 +1,286 @@
+"""Leaderboard bundles: one run packed into one zip archive that anyone can verify.
+
+Members::
+
+    bundle.json            format, model, setup identity, claimed scores, scoring parameters,
+                           package versions, the SHA-256 of every other member, and ``digest``
+    results.json           the run's own results file (``edct run`` results.json, or lmms-eval's)
+    samples.jsonl          every sample record (one ``SampleRecord`` per line)
+    dataset_manifest.json  id, domain, image hash and question hash of every sample, and its digest
+    images.json            content hash of every image the records reference (original + attempts)
+    setup_source.json      the setup as the run recorded it (lmms-eval runs: the logged ``edct.setup``)
+    images/<sha256>.png    the images themselves (``--with-images`` only)
+
+``digest`` is the SHA-256 of the canonical JSON of ``bundle.json`` without ``digest``; because
+``bundle.json`` holds every member's hash, it covers everything. Secrets never enter a bundle:
+results and setups hold role specs (backend, model, ``api_key_env`` names), never keys.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import zipfile
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from edct_task.engine.records import SampleRecord
+from edct_task.reporting.setup import canonical_json, dataset_manifest, sha256_text
+from edct_task.reporting.sources import (
+    DEFAULT_RESAMPLES,
+    EdctRun,
+    ReportInputError,
+    edct_runs_from_lmms,
+    read_edct_run,
+)
+from edct_task.run_outputs import image_files
+
+FORMAT = "edct-bundle"
+FORMAT_VERSION = 1
+BUNDLE_JSON = "bundle.json"
+_ZIP_DATE = (2020, 1, 1, 0, 0, 0)
+_VERSIONED = ("edct-bench", "lmms-eval", "numpy", "scipy", "pydantic", "transformers", "torch")
+
+
+class BundleError(ValueError):
+    """A bundle that cannot be made or read; the message names the file and what is wrong."""
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def bundle_digest(meta: dict[str, Any]) -> str:
+    return sha256_text(canonical_json({k: v for k, v in meta.items() if k != "digest"}))
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for dist in _VERSIONED:
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def _image_refs(records: list[SampleRecord]) -> list[str]:
+    return sorted({ref for r in records for ref in image_files(r).values()})
+
+
+@dataclass
+class Bundle:
+    """A bundle read back: its metadata and members (verification happens in ``verify``)."""
+
+    path: Path
+    meta: dict[str, Any]
+    members: dict[str, bytes] = field(repr=False)
+
+    def json_member(self, name: str) -> Any:
+        try:
+            return json.loads(self.members[name].decode("utf-8"))
+        except KeyError:
+            raise BundleError(f"{self.path}: member {name} is missing") from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise BundleError(f"{self.path}: member {name} is not JSON ({exc})") from None
+
+    def records(self) -> list[SampleRecord]:
+        if "samples.jsonl" not in self.members:
+            raise BundleError(f"{self.path}: member samples.jsonl is missing")
+        out = []
+        for i, line in enumerate(self.members["samples.jsonl"].decode("utf-8").splitlines(), 1):
+            if line.strip():
+                try:
+                    out.append(SampleRecord.model_validate_json(line))
+                except ValueError as exc:
+                    first = str(exc).splitlines()[0]
+                    raise BundleError(
+                        f"{self.path}: samples.jsonl line {i} is not a sample record ({first})"
+                    ) from None
+        return out
+
+    def edct_run(self) -> EdctRun:
+        """The bundle as an EDCT result for ``edct report`` (its claimed numbers, its setup)."""
+        model = self.meta.get("model", {})
+        return EdctRun(
+            model_key=str(model.get("key", "unknown")),
+            model_name=str(model.get("name", "unknown")),
+            task=str(self.meta.get("task", "edct")),
+            summary=self.meta.get("claimed", {}),
+            setup=self.meta.get("setup", {}),
+            seed=(self.meta.get("scoring") or {}).get("seed"),
+            kind="bundle",
+            source=str(self.path),
+            metric_source=f"{self.path}: bundle.json claimed (verify with `edct leaderboard`)",
+            records=self.records(),
+        )
+
+
+def _run_of(path: Path) -> tuple[EdctRun, dict[str, Any], dict[str, Any] | None, str]:
+    """(EDCT result, the run's results file, the setup as recorded, kind) of a run folder."""
+    if (path / "results.json").is_file() and (path / "samples.jsonl").is_file():
+        run = read_edct_run(path)
+        results = json.loads((path / "results.json").read_text(encoding="utf-8"))
+        return run, results, None, "edct"
+    from edct_task.reporting.lmms_results import find_results_files, read_results_file
+
+    runs = []
+    for file in find_results_files(path):
+        results = read_results_file(file)
+        for run in edct_runs_from_lmms(results, results.model_key, results.model_name):
+            if run.records:
+                runs.append((run, results.raw, file))
+    if not runs:
+        raise BundleError(
+            f"{path}: no `edct run` folder (results.json + samples.jsonl) and no lmms-eval results "
+            "of an EDCT task with logged samples (run lmms-eval with --log_samples)"
+        )
+    if len(runs) > 1:
+        raise BundleError(
+            f"{path}: holds {len(runs)} EDCT runs ({', '.join(str(f) for *_, f in runs)}); "
+            "pass the folder of one"
+        )
+    run, raw, _ = runs[0]
+    return run, raw, run.setup_source, "lmms"
+
+
+def create_bundle(run_path: Path, out: Path, *, with_images: bool = False) -> dict[str, Any]:
+    """Pack the run at ``run_path`` into ``out``; return ``bundle.json``."""
+    from edct_task.run_outputs import RunReadError, load_run
+
+    try:
+        run, results, setup_source, kind = _run_of(run_path)
+    except ReportInputError as exc:
+        raise BundleError(str(exc)) from None
+    if run.flags:
+        raise BundleError(f"{run_path}: cannot bundle an inconsistent run: {'; '.join(run.flags)}")
+    records = run.records
+    manifest = dataset_manifest(records)
+    refs = _image_refs(records)
+    members: dict[str, bytes] = {
+        "results.json": json.dumps(results, indent=2, ensure_ascii=False).encode("utf-8"),
+        "samples.jsonl": "".join(r.model_dump_json() + "\n" for r in records).encode("utf-8"),
+        "dataset_manifest.json": json.dumps(manifest, indent=2).encode("utf-8"),
+        "images.json": json.dumps({"images": refs}, indent=2).encode("utf-8"),
+    }
+    if setup_source is not None:
+        members["setup_source.json"] = json.dumps(setup_source, indent=2, ensure_ascii=False).encode("utf-8")
+    if with_images:
+        try:
+            loaded = load_run(run_path)
+        except RunReadError as exc:
+            raise BundleError(str(exc)) from None
+        missing = []
+        for ref in refs:
+            p = loaded.image_path(ref)
+            if p is None:
+                missing.append(ref)
+                continue
+            members[f"images/{ref}.png"] = p.read_bytes()
+        if missing:
+            raise BundleError(
+                f"{run_path}: --with-images, but {len(missing)} image(s) are not in the run folder or its "
+                f"image store (first: {missing[0]}); bundle without --with-images or restore the images"
+            )
+    model = _model_identity(kind, run, results)
+    meta: dict[str, Any] = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "kind": kind,
+        "task": run.task,
+        "model": model,
+        "setup": {**run.setup, "target": model["identity"]},
+        "backend_identities": {
+            role: ident
+            for role, ident in ((results.get("config") or {}).get("backends") or {}).items()
+            if role != "target"
+        }
+        if kind == "edct"
+        else None,
+        "claimed": run.summary,
+        "lmms_claims": _lmms_claims(results) if kind == "lmms" else None,
+        "scoring": {"seed": int(run.seed or 0), "n_resamples": _resamples(results)},
+        "versions": _versions(),
+        "images_included": with_images,
+        "files": {name: sha256_bytes(data) for name, data in sorted(members.items())},
+    }
+    meta["digest"] = bundle_digest(meta)
+    write_zip(out, meta, members)
+    return meta
+
+
+def _resamples(results: dict[str, Any]) -> int:
+    value = results.get("bootstrap_resamples") or (results.get("config") or {}).get("bootstrap_resamples")
+    return int(value) if value else DEFAULT_RESAMPLES
+
+
+def _model_identity(kind: str, run: EdctRun, results: dict[str, Any]) -> dict[str, Any]:
+    if kind == "edct":
+        target = results["config"]["roles"]["target"]
+        return {"key": run.model_key, "name": run.model_name, "identity": target}
+    config = results.get("config") or {}
+    identity = {"model": config.get("model"), "model_args": config.get("model_args")}
+    return {"key": run.model_key, "name": run.model_name, "identity": identity}
+
+
+def _lmms_claims(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per task, the EDCT metrics lmms-eval wrote (``<metric>,none``)."""
+    from edct_task.scoring.metrics import METRIC_NAMES
+
+    out = {}
+    for task, entry in (results.get("results") or {}).items():
+        values = {m: entry[f"{m},none"] for m in METRIC_NAMES if f"{m},none" in entry}
+        if values:
+            out[task] = values
+    return out
+
+
+def write_zip(out: Path, meta: dict[str, Any], members: dict[str, bytes]) -> None:
+    """Deterministic zip: fixed timestamps, sorted members, bundle.json first."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        items = [(BUNDLE_JSON, json.dumps(meta, indent=2, ensure_ascii=False).encode("utf-8"))]
+        items += sorted(members.items())
+        for name, data in items:
+            info = zipfile.ZipInfo(name, date_time=_ZIP_DATE)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, data)
+    tmp.replace(out)
+
+
+MAX_MEMBER_BYTES = 2 << 30
+
+
+def read_bundle(path: Path) -> Bundle:
+    """Read a bundle's members (nothing is extracted to disk)."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            members = {}
+            for info in z.infolist():
+                if info.file_size > MAX_MEMBER_BYTES:
+                    raise BundleError(f"{path}: member {info.filename} is larger than 2 GiB")
+                members[info.filename] = z.read(info)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise BundleError(f"{path}: not a readable zip archive ({exc})") from None
+    if BUNDLE_JSON not in members:
+        raise BundleError(f"{path}: no {BUNDLE_JSON}; not an EDCT bundle (make one with `edct submit`)")
+    try:
+        meta = json.loads(members.pop(BUNDLE_JSON).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BundleError(f"{path}: {BUNDLE_JSON} is not JSON ({exc})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise BundleError(f"{path}: {BUNDLE_JSON} is not an {FORMAT} (format field)")
+    return Bundle(path, meta, members)
+
+
+def reseal(meta: dict[str, Any], members: dict[str, bytes]) -> dict[str, Any]:
+    """``meta`` with the member hashes and digest recomputed (what a careful forger would do)."""
+    meta = dict(meta)
+    meta["files"] = {name: sha256_bytes(data) for name, data in sorted(members.items())}
+    meta["digest"] = bundle_digest(meta)
+    return meta

@@ -1,0 +1,148 @@
+"""Fig. 5: CCS against each other benchmark across models, with Spearman ρ and Kendall τ.
+
+One panel per benchmark; x is the benchmark's score normalised to [0, 1], y is CCS (binary as
+filled circles, graded as open squares, one labelled point per model). Rank correlations come
+from ``scipy.stats.spearmanr`` / ``kendalltau`` and need at least three models with both scores.
+Written as PNG and SVG (text kept as text in the SVG so labels can be read back).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MIN_MODELS_FOR_CORRELATION = 3
+PANEL_WIDTH = 4.2
+PANEL_HEIGHT = 4.4
+MIN_WIDTH = 6.4
+DPI = 110
+
+
+@dataclass(frozen=True)
+class Point:
+    model: str
+    x: float
+    """Benchmark score in [0, 1]."""
+    ccs_binary: float | None
+    ccs_graded: float | None
+
+
+@dataclass(frozen=True)
+class Panel:
+    task: str
+    display: str
+    points: tuple[Point, ...]
+
+
+def rank_correlation(xs: Sequence[float], ys: Sequence[float]) -> dict[str, Any]:
+    """Spearman ρ and Kendall τ (with p-values) from scipy; None with a note when undefined."""
+    from scipy import stats
+
+    n = len(xs)
+    out: dict[str, Any] = {
+        "spearman": None,
+        "spearman_p": None,
+        "kendall": None,
+        "kendall_p": None,
+        "n_models": n,
+        "note": "",
+    }
+    if n < MIN_MODELS_FOR_CORRELATION:
+        out["note"] = f"{n} model(s) with both scores; rank correlation needs {MIN_MODELS_FOR_CORRELATION}"
+        return out
+    if len(set(xs)) < 2 or len(set(ys)) < 2:
+        out["note"] = "one of the two scores is the same for every model: rank correlation undefined"
+        return out
+    rho = stats.spearmanr(xs, ys)
+    tau = stats.kendalltau(xs, ys)
+    out.update(
+        spearman=float(rho.statistic),
+        spearman_p=float(rho.pvalue),
+        kendall=float(tau.statistic),
+        kendall_p=float(tau.pvalue),
+    )
+    return out
+
+
+def _y(p: Point) -> float:
+    return p.ccs_binary if p.ccs_binary is not None else p.ccs_graded  # type: ignore[return-value]
+
+
+def _corr_text(c: dict[str, Any]) -> str:
+    if c.get("spearman") is None:
+        return "ρ, τ: n/a"
+    return f"ρ={c['spearman']:.2f}, τ={c['kendall']:.2f}"
+
+
+def figure5(
+    panels: Sequence[Panel], correlations: dict[tuple[str, str], dict[str, Any]], stem: Path
+) -> list[Path]:
+    """Draw the panels; write ``<stem>.png`` and ``<stem>.svg``; return their paths."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    n = len(panels)
+    cols = min(n, 3)
+    rows = math.ceil(n / cols)
+    with matplotlib.rc_context({"svg.fonttype": "none", "font.size": 9}):
+        fig, axes = plt.subplots(
+            rows,
+            cols,
+            figsize=(max(PANEL_WIDTH * cols, MIN_WIDTH), PANEL_HEIGHT * rows),
+            squeeze=False,
+            dpi=DPI,
+        )
+        for ax in axes.flat[n:]:
+            ax.set_visible(False)
+        for ax, panel in zip(axes.flat, panels, strict=False):
+            xb = [p.x for p in panel.points if p.ccs_binary is not None]
+            yb = [p.ccs_binary for p in panel.points if p.ccs_binary is not None]
+            xg = [p.x for p in panel.points if p.ccs_graded is not None]
+            yg = [p.ccs_graded for p in panel.points if p.ccs_graded is not None]
+            cb = correlations.get((panel.task, "ccs_binary"), {})
+            cg = correlations.get((panel.task, "ccs_graded"), {})
+            ax.scatter(xb, yb, s=36, color="#1f77b4", zorder=3, label=f"CCS_binary ({_corr_text(cb)})")
+            ax.scatter(
+                xg,
+                yg,
+                s=36,
+                facecolors="none",
+                edgecolors="#d62728",
+                marker="s",
+                zorder=3,
+                label=f"CCS_graded ({_corr_text(cg)})",
+            )
+            placed: list[tuple[float, float]] = []
+            for p in sorted(panel.points, key=lambda q: (-(_y(q)), q.model)):
+                y = _y(p)
+                # labels of coinciding or close points are stacked, not drawn over each other
+                close = sum(abs(p.x - px) < 0.12 and abs(y - py) < 0.06 for px, py in placed)
+                placed.append((p.x, y))
+                right = p.x > 0.7
+                ax.annotate(
+                    p.model,
+                    (p.x, y),
+                    xytext=(-7 if right else 7, 4 + 11 * close if y < 0.5 else 4 - 11 * close),
+                    textcoords="offset points",
+                    ha="right" if right else "left",
+                    fontsize=8,
+                )
+            ax.set_xlim(-0.03, 1.08)
+            ax.set_ylim(-0.05, 1.12)
+            ax.set_xlabel(f"{panel.display} score (normalised to [0, 1])")
+            ax.set_ylabel("CCS")
+            ax.set_title(panel.display)
+            ax.grid(True, alpha=0.3)
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.17), fontsize=7, frameon=False)
+        fig.suptitle("CCS vs other benchmarks across models (Spearman ρ, Kendall τ)", fontsize=10)
+        fig.tight_layout()
+        paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
+        fig.savefig(paths[0], format="png")
+        fig.savefig(paths[1], format="svg", metadata={"Date": None})
+        plt.close(fig)
+    return paths

@@ -1,0 +1,176 @@
+"""``edct report``: results in, the paper's tables, Fig. 5 and report.json out.
+
+``report.json``::
+
+    {"models": [{"name", "key", "flags", "edct": {metric: {"estimate", "low", "high", "n", "source"}},
+                 "counts", "per_domain": {domain: {metric: {...}}}, "runs": [...],
+                 "benchmarks": {task: {"score", "raw_score", "scale", "source", "metric", "judge", "note"}}}],
+     "correlations": [{"benchmark", "metric", "spearman", "kendall", "n_models", "models", "source"}],
+     "setups": [{"id", "label", "setup", "runs": [{"model", "source", "seed"}]}],
+     "tables": {name: [files]}, "figures": [files], "inputs": [...], "notes": [...]}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from edct_task.reporting import paper_tables
+from edct_task.reporting.figures import Panel, Point, figure5, rank_correlation
+from edct_task.reporting.setup import setup_label
+from edct_task.reporting.sources import Collection, collect
+from edct_task.reporting.tables import Table, to_csv, to_latex, to_markdown
+
+REPORT_JSON = "report.json"
+REPORT_MD = "report.md"
+FIGURE_STEM = "fig5_ccs_vs_benchmarks"
+
+
+def correlations_and_panels(collection: Collection) -> tuple[list[dict[str, Any]], list[Panel]]:
+    """Rank correlations of CCS with every benchmark, and Fig. 5's panels (≥2 models each)."""
+    correlations, panels = [], []
+    ccs = {key: paper_tables.primary_metrics(m)[0] for key, m in collection.models.items()}
+    for task, display in paper_tables.benchmark_columns(collection):
+        points = []
+        for key, model in collection.models.items():
+            score = model.benchmarks.get(task)
+            metrics = ccs[key]
+            b = (metrics.get("ccs_binary") or {}).get("estimate")
+            g = (metrics.get("ccs_graded") or {}).get("estimate")
+            if score is not None and (b is not None or g is not None):
+                points.append(Point(model.name, score.score, b, g))
+        for metric in ("ccs_binary", "ccs_graded"):
+            pts = [p for p in points if getattr(p, metric) is not None]
+            c = rank_correlation([p.x for p in pts], [getattr(p, metric) for p in pts])
+            correlations.append(
+                {
+                    "benchmark": task,
+                    "display": display,
+                    "metric": metric,
+                    **c,
+                    "models": [p.model for p in pts],
+                    "source": "scipy.stats.spearmanr / kendalltau over the models' normalised benchmark "
+                    f"score and {metric} (see models[].benchmarks and models[].edct)",
+                }
+            )
+        if len(points) >= 2:
+            panels.append(Panel(task, display, tuple(points)))
+    return correlations, panels
+
+
+def _model_json(model: Any) -> dict[str, Any]:
+    metrics, source = paper_tables.primary_metrics(model)
+    runs = paper_tables.primary_runs(model)
+    per_domain = runs[0].summary.get("per_domain", {}) if len(runs) == 1 else {}
+    counts = runs[0].summary["overall"].get("counts", {}) if len(runs) == 1 else {}
+    return {
+        "name": model.name,
+        "key": model.key,
+        "flags": model.flags,
+        "edct": {m: {**v, "source": source} for m, v in metrics.items()},
+        "counts": counts,
+        "per_domain": {
+            d: {
+                **{
+                    m: {**v, "source": f"{runs[0].metric_source} [per_domain.{d}]"}
+                    for m, v in b["metrics"].items()
+                },
+                "counts": b.get("counts", {}),
+            }
+            for d, b in per_domain.items()
+        },
+        "runs": [
+            {
+                "source": r.source,
+                "kind": r.kind,
+                "task": r.task,
+                "setup_id": r.setup_id,
+                "seed": r.seed,
+                "metrics": r.summary["overall"]["metrics"],
+                "counts": r.summary["overall"].get("counts", {}),
+                "metric_source": r.metric_source,
+                "flags": r.flags,
+            }
+            for r in model.edct
+        ],
+        "benchmarks": {task: s.as_dict() for task, s in model.benchmarks.items()},
+    }
+
+
+def _setups_json(collection: Collection) -> list[dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for model in collection.models.values():
+        for r in model.edct:
+            entry = out.setdefault(
+                r.setup_id, {"id": r.setup_id, "label": setup_label(r.setup), "setup": r.setup, "runs": []}
+            )
+            entry["runs"].append({"model": model.name, "source": r.source, "seed": r.seed, "task": r.task})
+    return list(out.values())
+
+
+def write_table(table: Table, out: Path) -> list[str]:
+    files = {".md": to_markdown(table), ".csv": to_csv(table), ".tex": to_latex(table)}
+    names = []
+    for suffix, text in files.items():
+        path = out / f"{table.name}{suffix}"
+        path.write_text(text, encoding="utf-8")
+        names.append(path.name)
+    return names
+
+
+def build_report(
+    paths: Sequence[Path], out: Path, labels: Mapping[Path, str] | None = None
+) -> dict[str, Any]:
+    """Read ``paths``, write every table, Fig. 5 and report.json into ``out``; return report.json."""
+    collection = collect(paths, labels)
+    return write_report(collection, out)
+
+
+def write_report(collection: Collection, out: Path) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    tables = [
+        paper_tables.table1(collection),
+        paper_tables.table2(collection),
+        paper_tables.table3(collection),
+        paper_tables.table5(collection),
+        paper_tables.benchmark_table(collection),
+    ]
+    correlations, panels = correlations_and_panels(collection)
+    table_files = {t.name: write_table(t, out) for t in tables}
+    figures: list[str] = []
+    notes = list(collection.notes)
+    if panels:
+        corr = {(c["benchmark"], c["metric"]): c for c in correlations}
+        figures = [p.name for p in figure5(panels, corr, out / FIGURE_STEM)]
+    else:
+        notes.append("Fig. 5 not drawn: no benchmark was found for two or more models that have CCS.")
+    report = {
+        "models": [_model_json(m) for m in collection.models.values()],
+        "correlations": correlations,
+        "setups": _setups_json(collection),
+        "tables": table_files,
+        "figures": figures,
+        "inputs": collection.inputs,
+        "notes": notes,
+    }
+    (out / REPORT_JSON).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    md = ["# EDCT report", ""]
+    for t in tables:
+        md.append(to_markdown(t))
+    md.append("### Rank correlations of CCS with other benchmarks (Spearman ρ, Kendall τ; scipy.stats)")
+    md.append("")
+    md.append("| Benchmark | Metric | ρ | τ | models | note |")
+    md.append("| --- | --- | --- | --- | --- | --- |")
+    for c in correlations:
+        rho = "–" if c["spearman"] is None else f"{c['spearman']:.3f}"
+        tau = "–" if c["kendall"] is None else f"{c['kendall']:.3f}"
+        md.append(f"| {c['display']} | {c['metric']} | {rho} | {tau} | {c['n_models']} | {c['note']} |")
+    md.append("")
+    if figures:
+        md.append(f"![Fig. 5: CCS vs other benchmarks]({FIGURE_STEM}.png)")
+        md.append("")
+    md.extend(f"- {n}" for n in notes)
+    (out / REPORT_MD).write_text("\n".join(md) + "\n", encoding="utf-8")
+    return report

@@ -1,0 +1,381 @@
+"""Everything ``edct report`` reads, turned into EDCT runs and benchmark scores per model.
+
+Inputs, in any mix: lmms-eval output folders (results files of our tasks and of other
+benchmarks, with their logged samples), ``edct run`` output folders (``results.json`` +
+``samples.jsonl``) and leaderboard bundles (``edct submit``). Models are identified as lmms-eval
+records them (model name + model args) unless ``--label PATH=NAME`` names every result under PATH.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edct_task.engine.records import SampleInput, SampleRecord
+from edct_task.reporting.benchmarks import BenchmarkScore, benchmark_score, is_edct_task
+from edct_task.reporting.lmms_results import (
+    ResultsFile,
+    ResultsFileError,
+    find_results_files,
+    logged_response,
+    read_logged_samples,
+    read_results_file,
+)
+from edct_task.reporting.setup import dataset_manifest, setup_id, setup_identity
+from edct_task.scoring.metrics import METRIC_NAMES, summarise
+
+EDCT_RESULTS = "results.json"
+BUNDLE_SUFFIX = ".edct.zip"
+"""Bundles inside an input folder are found by this suffix; a file given directly may be any zip."""
+DEFAULT_RESAMPLES = 10_000
+"""Bootstrap resamples when the run does not record its own (the ``edct run`` default)."""
+TOLERANCE = 1e-9
+
+
+class ReportInputError(ValueError):
+    """An input path that cannot be read (the message names it and says what was expected)."""
+
+
+@dataclass
+class EdctRun:
+    """One EDCT result of one model: scores with CIs, per domain, its setup, and where it came from."""
+
+    model_key: str
+    model_name: str
+    task: str
+    """The benchmark: lmms-eval task/group (edct_bench, edct_calibration) or ``calibration``/``dataset``."""
+    summary: dict[str, Any]
+    """``edct_task.scoring.metrics.summarise`` shape: ``overall`` and ``per_domain`` blocks."""
+    setup: dict[str, Any]
+    seed: int | None
+    kind: str
+    """``edct-run``, ``lmms-eval`` or ``bundle``."""
+    source: str
+    metric_source: str
+    """Where the overall numbers come from (file and key, or the recomputation)."""
+    records: list[SampleRecord] = field(repr=False, default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    setup_source: dict[str, Any] | None = None
+    """The setup as an lmms-eval run recorded it (roles, protocol, verification, prompt versions)."""
+
+    @property
+    def setup_id(self) -> str:
+        return setup_id(self.setup)
+
+
+@dataclass
+class ModelResults:
+    """Everything found for one model."""
+
+    key: str
+    name: str
+    edct: list[EdctRun] = field(default_factory=list)
+    benchmarks: dict[str, BenchmarkScore] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Collection:
+    models: dict[str, ModelResults] = field(default_factory=dict)
+    inputs: list[dict[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def model(self, key: str, name: str) -> ModelResults:
+        if key not in self.models:
+            self.models[key] = ModelResults(key, name)
+        return self.models[key]
+
+
+# ----------------------------------------------------------------------------- edct run folders
+
+
+def _target_identity(spec: Mapping[str, Any]) -> tuple[str, str]:
+    """(key, display name) of an ``edct run`` target role spec."""
+    args = ",".join(f"{k}={v}" for k, v in sorted(spec.items()) if k != "backend")
+    key = f"{spec.get('backend', 'target')}({args})" if args else str(spec.get("backend", "target"))
+    name = str(spec["model"]) if spec.get("model") else key
+    return key, name
+
+
+def edct_run_from_results(
+    results: dict[str, Any], records: list[SampleRecord], *, source: str, kind: str
+) -> EdctRun:
+    """An EdctRun from an ``edct run`` results.json (its own numbers) and its records."""
+    try:
+        config = results["config"]
+        summary = results["results"]
+        target = config["roles"]["target"]
+    except (KeyError, TypeError):
+        raise ReportInputError(
+            f"{source}: not an `edct run` results.json (needs config.roles.target and results)"
+        ) from None
+    key, name = _target_identity(target if isinstance(target, Mapping) else {"backend": str(target)})
+    setup = setup_identity(
+        roles=config.get("roles", {}),
+        protocol=config.get("protocol", {}),
+        verification=config.get("verification", {}),
+        prompt_versions=results.get("prompt_versions", {}),
+        dataset_digest=dataset_manifest(records)["digest"] if records else None,
+    )
+    data = config.get("data", {})
+    flags = [] if records else [f"{source}: no sample records; dataset identity unknown"]
+    return EdctRun(
+        model_key=key,
+        model_name=name,
+        task=str(data.get("source", "edct")),
+        summary=summary,
+        setup=setup,
+        seed=config.get("protocol", {}).get("seed"),
+        kind=kind,
+        source=source,
+        metric_source=f"{source}: results.overall / results.per_domain (the run's own numbers)",
+        records=records,
+        flags=flags,
+    )
+
+
+def read_edct_run(folder: Path) -> EdctRun:
+    """An ``edct run`` output folder, read through ``edct_task.run_outputs.load_run``."""
+    from edct_task.run_outputs import RunReadError, load_run
+
+    try:
+        loaded = load_run(folder)
+    except RunReadError as exc:
+        raise ReportInputError(str(exc)) from None
+    return edct_run_from_results(loaded.results, loaded.records, source=str(folder), kind="edct-run")
+
+
+# ----------------------------------------------------------------------------- lmms-eval files
+
+
+def _record_of(sample: dict[str, Any], task: str) -> SampleRecord:
+    """The sample record our task's final response carries; an error record when it carries none."""
+    response = logged_response(sample)
+    if isinstance(response, str) and response.strip().startswith("{"):
+        try:
+            return SampleRecord.model_validate_json(response)
+        except ValueError:
+            pass
+    return SampleRecord(
+        sample=SampleInput(id=str(sample.get("doc_id")), domain=task, question="", image=""),
+        status="error",
+        reason=f"logged response of doc {sample.get('doc_id')} is not a sample record",
+    )
+
+
+def _logged_setup(samples: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    for s in samples:
+        audit = s.get("edct")
+        if isinstance(audit, dict) and isinstance(audit.get("setup"), dict) and "roles" in audit["setup"]:
+            return audit["setup"]
+    return None
+
+
+def _edct_leaves(results: ResultsFile, name: str) -> list[str]:
+    entry = results.tasks[name]
+    if not entry.subtasks:
+        return [name]
+    return [leaf for sub in entry.subtasks if sub in results.tasks for leaf in _edct_leaves(results, sub)]
+
+
+def _claimed(results: ResultsFile, task: str) -> dict[str, float | None]:
+    entry = results.tasks[task]
+    return {m: entry.metrics[f"{m},none"].value for m in METRIC_NAMES if f"{m},none" in entry.metrics}
+
+
+def edct_runs_from_lmms(results: ResultsFile, model_key: str, model_name: str) -> list[EdctRun]:
+    """One EdctRun per top-level EDCT task of an lmms-eval results file."""
+    out = []
+    samples_files = results.samples_files()
+    fastpath_setup = results.raw.get("edct") if isinstance(results.raw.get("edct"), dict) else None
+    for top in results.top_level():
+        if not is_edct_task(results.tasks[top]):
+            continue
+        leaves = _edct_leaves(results, top)
+        flags: list[str] = []
+        by_leaf: dict[str, list[SampleRecord]] = {}
+        setup_raw = fastpath_setup
+        missing = [t for t in leaves if t not in samples_files]
+        for leaf in leaves:
+            if leaf in samples_files:
+                logged = read_logged_samples(samples_files[leaf])
+                by_leaf[leaf] = [_record_of(s, leaf) for s in logged]
+                setup_raw = setup_raw or _logged_setup(logged)
+        records = [r for leaf in leaves for r in by_leaf.get(leaf, [])]
+        protocol = dict((setup_raw or {}).get("protocol", {}))
+        seed = protocol.get("seed")
+        if missing or not records:
+            # no logged samples: the results file's own numbers, without intervals
+            entry = results.tasks[top]
+            metrics = {
+                m: {"estimate": v.value, "low": None, "high": None, "n": None, "method": None}
+                for m in METRIC_NAMES
+                if (v := entry.metrics.get(f"{m},none")) is not None
+            }
+            counts = {
+                c[2:]: int(v.value)
+                for c in ("n_scored", "n_excluded", "n_unscored", "n_error")
+                if (v := entry.metrics.get(f"{c},none")) is not None and v.value is not None
+            }
+            summary = {"overall": {"metrics": metrics, "counts": counts}, "per_domain": {}}
+            flags.append(
+                f"{results.path}: no logged samples for {', '.join(missing or leaves)}: CIs and domains "
+                "unavailable (run lmms-eval with --log_samples)"
+            )
+            metric_source = f"{results.path}: results[{top!r}][<metric>,none]"
+        else:
+            summary = summarise(records, seed=int(seed or 0), n_resamples=DEFAULT_RESAMPLES)
+            metric_source = (
+                f"recomputed with edct_task.scoring.metrics.summarise(seed={int(seed or 0)}) from "
+                f"{len(records)} sample records logged in "
+                + ", ".join(str(samples_files[t].name) for t in leaves)
+            )
+            for leaf in leaves:
+                claimed = _claimed(results, leaf)
+                mine = summarise(by_leaf[leaf], seed=int(seed or 0), n_resamples=100)["overall"]["metrics"]
+                for m, v in claimed.items():
+                    est = mine[m]["estimate"]
+                    if (v is None) != (est is None) or (v is not None and abs(v - est) > TOLERANCE):
+                        flags.append(
+                            f"{results.path}: {leaf} {m} is {v} in the results file but the logged "
+                            f"records give {est}"
+                        )
+        if setup_raw is None:
+            flags.append(f"{results.path}: no EDCT setup recorded (logged samples lack edct.setup)")
+        setup = setup_identity(
+            roles=(setup_raw or {}).get("roles", {}),
+            protocol=protocol,
+            verification=(setup_raw or {}).get("verification", {}),
+            prompt_versions=(setup_raw or {}).get("prompt_versions", {}),
+            dataset_digest=dataset_manifest(records)["digest"] if records else None,
+        )
+        out.append(
+            EdctRun(
+                model_key=model_key,
+                model_name=model_name,
+                task=top,
+                summary=summary,
+                setup=setup,
+                seed=seed,
+                kind="lmms-eval",
+                source=str(results.path),
+                metric_source=metric_source,
+                records=records,
+                flags=flags,
+                setup_source=(
+                    {
+                        k: setup_raw[k]
+                        for k in ("roles", "protocol", "verification", "prompt_versions")
+                        if k in setup_raw
+                    }
+                    if setup_raw
+                    else None
+                ),
+            )
+        )
+    return out
+
+
+# ----------------------------------------------------------------------------- collection
+
+
+def _label_for(path: Path, labels: Mapping[Path, str]) -> str | None:
+    resolved = path.resolve()
+    best: tuple[int, str] | None = None
+    for root, name in labels.items():
+        root = root.resolve()
+        if resolved == root or root in resolved.parents:
+            depth = len(root.parts)
+            if best is None or depth > best[0]:
+                best = (depth, name)
+    return best[1] if best else None
+
+
+def _is_bundle(path: Path) -> bool:
+    return path.is_file() and path.name.endswith(".zip")
+
+
+def collect(paths: Sequence[Path], labels: Mapping[Path, str] | None = None) -> Collection:
+    """Read every input; models keyed by identity (or label)."""
+    labels = dict(labels or {})
+    out = Collection()
+    for path in paths:
+        if not path.exists():
+            raise ReportInputError(
+                f"{path} does not exist (pass lmms-eval output folders, `edct run` folders or bundles)"
+            )
+        found = 0
+        if _is_bundle(path):
+            from edct_task.leaderboard.bundle import read_bundle
+
+            bundle = read_bundle(path)
+            run = bundle.edct_run()
+            _add_run(out, run, _label_for(path, labels))
+            out.inputs.append({"path": str(path), "kind": "bundle"})
+            continue
+        if path.is_dir():
+            edct_folders = sorted({p.parent for p in path.rglob(EDCT_RESULTS) if p.is_file()})
+        else:
+            edct_folders = [path.parent] if path.name == EDCT_RESULTS else []
+        for folder in edct_folders:
+            _add_run(out, read_edct_run(folder), _label_for(folder, labels))
+            out.inputs.append({"path": str(folder), "kind": "edct-run"})
+            found += 1
+        for file in find_results_files(path):
+            try:
+                results = read_results_file(file)
+            except ResultsFileError as exc:
+                raise ReportInputError(str(exc)) from None
+            label = _label_for(file, labels)
+            key = label or results.model_key
+            name = label or results.model_name
+            model = out.model(key, name)
+            for run in edct_runs_from_lmms(results, key, name):
+                model.edct.append(run)
+            for top in results.top_level():
+                if is_edct_task(results.tasks[top]):
+                    continue
+                score = benchmark_score(results, top)
+                if score is None:
+                    model.flags.append(f"{file}: {top} has no numeric score")
+                    continue
+                if top in model.benchmarks:
+                    model.flags.append(
+                        f"{top}: several results; using {file} (also {model.benchmarks[top].source})"
+                    )
+                model.benchmarks[top] = score
+            out.inputs.append({"path": str(file), "kind": "lmms-eval"})
+            found += 1
+        for bundle_file in sorted(path.rglob(f"*{BUNDLE_SUFFIX}")) if path.is_dir() else []:
+            from edct_task.leaderboard.bundle import read_bundle
+
+            _add_run(out, read_bundle(bundle_file).edct_run(), _label_for(bundle_file, labels))
+            out.inputs.append({"path": str(bundle_file), "kind": "bundle"})
+            found += 1
+        if not found:
+            raise ReportInputError(
+                f"{path}: found no lmms-eval *_results.json, no `edct run` results.json and no bundle"
+            )
+    _flag(out)
+    return out
+
+
+def _add_run(out: Collection, run: EdctRun, label: str | None) -> None:
+    if label:
+        run.model_key = run.model_name = label
+    out.model(run.model_key, run.model_name).edct.append(run)
+
+
+def _flag(out: Collection) -> None:
+    seen: dict[str, int] = {}
+    for m in out.models.values():
+        for task in m.benchmarks:
+            seen[task] = seen.get(task, 0) + 1
+    for m in out.models.values():
+        if not m.edct:
+            m.flags.append("no EDCT run for this model")
+        for task in m.benchmarks:
+            if seen[task] == 1 and len(out.models) > 1:
+                m.flags.append(f"{task}: seen for this model only")

@@ -1,0 +1,130 @@
+"""Report tables as data, and their Markdown, CSV and LaTeX (booktabs) renderings.
+
+A table has display cells (estimates with their 95% CI, for Markdown and LaTeX) and raw cells
+(numbers in their own columns, for CSV), built together so the two never disagree.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+MISSING = "–"
+
+
+@dataclass
+class Table:
+    """One report table."""
+
+    name: str
+    """File stem: ``table1`` → ``table1.md``, ``table1.csv``, ``table1.tex``."""
+    title: str
+    columns: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    csv_columns: list[str] = field(default_factory=list)
+    csv_rows: list[list[Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, display: Sequence[str], raw: Sequence[Any]) -> None:
+        if len(display) != len(self.columns) or len(raw) != len(self.csv_columns):
+            raise ValueError(f"{self.name}: row width does not match the header")
+        self.rows.append(list(display))
+        self.csv_rows.append(list(raw))
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return MISSING
+    return f"{value:.{digits}f}"
+
+
+def interval_cell(metric: Mapping[str, Any] | None) -> str:
+    """``0.600 [0.550, 0.650]``; the estimate alone when there is no interval; – when nothing."""
+    if not metric or metric.get("estimate") is None:
+        return MISSING
+    if metric.get("low") is None or metric.get("high") is None:
+        return fmt(metric["estimate"])
+    return f"{fmt(metric['estimate'])} [{fmt(metric['low'])}, {fmt(metric['high'])}]"
+
+
+def interval_raw(metric: Mapping[str, Any] | None) -> list[Any]:
+    """estimate, low, high, n (empty cells where absent)."""
+    if not metric:
+        return ["", "", "", ""]
+    return [_raw(metric.get(k)) for k in ("estimate", "low", "high", "n")]
+
+
+def _raw(value: Any) -> Any:
+    return "" if value is None else value
+
+
+def to_markdown(table: Table) -> str:
+    def cell(text: str) -> str:
+        return str(text).replace("|", "\\|").replace("\n", " ")
+
+    lines = [f"### {table.title}", ""]
+    lines.append("| " + " | ".join(cell(c) for c in table.columns) + " |")
+    lines.append("|" + "|".join(" --- " for _ in table.columns) + "|")
+    for row in table.rows:
+        lines.append("| " + " | ".join(cell(c) for c in row) + " |")
+    if not table.rows:
+        lines.append("| " + " | ".join(MISSING for _ in table.columns) + " |")
+    if table.notes:
+        lines.append("")
+        lines.extend(f"- {n}" for n in table.notes)
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(table: Table) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(table.csv_columns)
+    writer.writerows(table.csv_rows)
+    return buf.getvalue()
+
+
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "τ": r"$\tau$",
+    "±": r"$\pm$",
+    "ρ": r"$\rho$",
+    "–": "--",
+}
+
+
+def latex_escape(text: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in str(text))
+
+
+def to_latex(table: Table) -> str:
+    """A ``table`` float with a booktabs ``tabular`` (needs ``\\usepackage{booktabs}``)."""
+    spec = "l" * min(2, len(table.columns)) + "r" * max(0, len(table.columns) - 2)
+    lines = [
+        "% requires \\usepackage{booktabs}",
+        "\\begin{table}[t]",
+        "\\centering",
+        "\\small",
+        f"\\caption{{{latex_escape(table.title)}}}",
+        f"\\label{{tab:edct-{table.name}}}",
+        f"\\begin{{tabular}}{{{spec}}}",
+        "\\toprule",
+        " & ".join(latex_escape(c) for c in table.columns) + " \\\\",
+        "\\midrule",
+    ]
+    for row in table.rows:
+        lines.append(" & ".join(latex_escape(c) for c in row) + " \\\\")
+    lines += ["\\bottomrule", "\\end{tabular}", "\\end{table}"]
+    return "\n".join(lines) + "\n"

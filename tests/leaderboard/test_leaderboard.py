@@ -1,0 +1,245 @@
+"""``edct submit`` / ``edct leaderboard``: bundles verified by recomputation, ranked per setup track."""
+
+from __future__ import annotations
+
+import csv
+import json
+import zipfile
+
+import pytest
+from support.edct_runs import records, write_edct_run
+
+from edct_task.cli.main import main
+from edct_task.leaderboard.board import rank_entries
+from edct_task.leaderboard.bundle import BUNDLE_JSON, read_bundle, reseal, write_zip
+from edct_task.leaderboard.verify import Verified, verify_bundle
+from edct_task.scoring.metrics import summarise
+
+EVIL = '<script>alert("x")</script>&"\'><img src=x onerror=alert(1)>'
+
+
+@pytest.fixture
+def bundles(tmp_path):
+    """Four runs: three targets under the default judge, one target under another judge."""
+    runs = {
+        "alpha": ({"backend": "openai-chat", "model": "org/alpha-vl"}, 0.9, "calibration-rules"),
+        "beta": ({"backend": "openai-chat", "model": "org/beta-vl"}, 0.5, "calibration-rules"),
+        "evil": ({"backend": "openai-chat", "model": EVIL}, 0.45, "calibration-rules"),
+        "alpha-gpt": ({"backend": "openai-chat", "model": "org/alpha-vl"}, 0.8, "openai-chat"),
+    }
+    out = {}
+    for name, (target, level, judge) in runs.items():
+        write_edct_run(tmp_path / "runs" / name, records(level, n=12), target=target, judge=judge)
+        out[name] = tmp_path / "bundles" / f"{name}.edct.zip"
+        assert main(["submit", str(tmp_path / "runs" / name), "--out", str(out[name])]) == 0
+    return out
+
+
+def _tamper(src, dst, *, meta_edit=None, member_edit=None, seal=True):
+    b = read_bundle(src)
+    meta, members = json.loads(json.dumps(b.meta)), dict(b.members)
+    if member_edit:
+        member_edit(members)
+    if meta_edit:
+        meta_edit(meta)
+    write_zip(dst, reseal(meta, members) if seal else meta, members)
+    return dst
+
+
+def test_board_ranks_within_setup_tracks_and_escapes_html(bundles, tmp_path, capsys):
+    out = tmp_path / "board"
+    assert main(["leaderboard", *map(str, bundles.values()), "--out", str(out)]) == 0
+    board = json.loads((out / "leaderboard.json").read_text())
+    assert board["rejected"] == []
+    assert len(board["tracks"]) == 2  # a different judge is a different track
+    by_size = sorted(board["tracks"], key=lambda t: len(t["entries"]))
+    assert [e["model"] for e in by_size[0]["entries"]] == ["org/alpha-vl"]
+    assert "judge=openai-chat" in by_size[0]["label"]
+    main_track = by_size[1]["entries"]
+    assert [e["model"] for e in main_track] == ["org/alpha-vl", "org/beta-vl", EVIL]
+    assert [e["rank"] for e in main_track] == [1, 2, 3]
+    # recomputed numbers: summarise over the records, with the run's seed and resamples
+    expected = summarise(records(0.9, n=12), seed=0, n_resamples=2000)["overall"]["metrics"]
+    assert main_track[0]["ccs_binary"] == expected["ccs_binary"]
+    # rank ranges from CI overlap: beta and evil overlap, alpha is clear of both
+    lo_b, hi_b = main_track[1]["ccs_binary"]["low"], main_track[1]["ccs_binary"]["high"]
+    lo_e, hi_e = main_track[2]["ccs_binary"]["low"], main_track[2]["ccs_binary"]["high"]
+    assert lo_b <= hi_e and lo_e <= hi_b and main_track[0]["ccs_binary"]["low"] > hi_b
+    assert [e["rank_range"] for e in main_track] == [[1, 1], [2, 3], [2, 3]]
+    rows = list(csv.DictReader((out / "leaderboard.csv").open()))
+    assert len(rows) == 4 and float(rows[0]["ccs_binary_estimate"]) in {
+        e["ccs_binary"]["estimate"] for t in board["tracks"] for e in t["entries"]
+    }
+    html = (out / "leaderboard.html").read_text()
+    assert "<script" not in html and "<img" not in html and "onerror=alert(1)>" not in html
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in html
+    assert 'data-model="&lt;script&gt;' in html  # attributes escaped too
+    assert "alpha-vl" in (out / "leaderboard.md").read_text()
+    assert "verified, 0 rejected" in capsys.readouterr().out
+
+
+def test_tampered_incomplete_and_inconsistent_bundles_are_rejected(bundles, tmp_path):
+    good = bundles["alpha"]
+    t = tmp_path / "tampered"
+
+    def bump_claim(meta):
+        meta["claimed"]["overall"]["metrics"]["ccs_binary"]["estimate"] += 0.05
+
+    def change_score(members):
+        lines = members["samples.jsonl"].decode().splitlines()
+        rec = json.loads(lines[5])
+        rec["scores"]["ccs_binary"] = 0.0 if rec["scores"]["ccs_binary"] else 1.0
+        lines[5] = json.dumps(rec)
+        members["samples.jsonl"] = ("\n".join(lines) + "\n").encode()
+
+    def drop_sample(members):
+        lines = members["samples.jsonl"].decode().splitlines()
+        members["samples.jsonl"] = ("\n".join(lines[:3] + lines[4:]) + "\n").encode()
+
+    def other_judge(meta):
+        meta["setup"]["roles"]["judge"]["backend"] = "openai-chat"
+
+    def drop_member(members):
+        del members["dataset_manifest.json"]
+
+    cases = {
+        "claim_unsealed": (
+            _tamper(good, t / "a.edct.zip", meta_edit=bump_claim, seal=False),
+            "tampered",
+            "digest",
+        ),
+        "claim_sealed": (
+            _tamper(good, t / "b.edct.zip", meta_edit=bump_claim),
+            "metric_mismatch",
+            "overall: claimed ccs_binary estimate",
+        ),
+        "record_sealed": (
+            _tamper(good, t / "c.edct.zip", member_edit=change_score),
+            "metric_mismatch",
+            "but the sample records give",
+        ),
+        "record_unsealed": (
+            _tamper(good, t / "d.edct.zip", member_edit=change_score, seal=False),
+            "tampered",
+            "member samples.jsonl does not match its SHA-256",
+        ),
+        "sample_removed": (
+            _tamper(good, t / "e.edct.zip", member_edit=drop_sample),
+            "manifest_mismatch",
+            "1 manifest sample(s) have no record (first: okvqa-003)",
+        ),
+        "setup_changed": (
+            _tamper(good, t / "f.edct.zip", meta_edit=other_judge),
+            "setup_mismatch",
+            "setup field roles.judge.backend differs from the run's own configuration",
+        ),
+        "member_missing": (
+            _tamper(good, t / "g.edct.zip", member_edit=drop_member),
+            "incomplete",
+            "member dataset_manifest.json is missing",
+        ),
+    }
+    for name, (path, code, text) in cases.items():
+        result = verify_bundle(path)
+        assert not isinstance(result, Verified), name
+        assert result.code == code, (name, result.reason)
+        assert text in result.reason, (name, result.reason)
+    not_zip = t / "h.edct.zip"
+    not_zip.write_text("not a zip")
+    assert verify_bundle(not_zip).code == "unreadable"
+    # the board still builds from the rest
+    out = tmp_path / "board"
+    paths = [good, bundles["beta"], *(p for p, _, _ in cases.values()), not_zip]
+    assert main(["leaderboard", *map(str, paths), "--out", str(out)]) == 0
+    board = json.loads((out / "leaderboard.json").read_text())
+    assert [e["model"] for tr in board["tracks"] for e in tr["entries"]] == ["org/alpha-vl", "org/beta-vl"]
+    reasons = {r["bundle"]: r["reason"] for r in board["rejected"]}
+    assert len(reasons) == len(cases) + 1
+    assert "setup field roles.judge.backend" in reasons[str(t / "f.edct.zip")]
+
+
+def test_reference_manifest_rejects_other_documents(bundles, tmp_path):
+    write_edct_run(tmp_path / "small", records(0.9, n=5), target={"backend": "openai-chat", "model": "m"})
+    small = tmp_path / "small.edct.zip"
+    assert main(["submit", str(tmp_path / "small"), "--out", str(small)]) == 0
+    out = tmp_path / "board"
+    assert (
+        main(
+            [
+                "leaderboard",
+                str(bundles["alpha"]),
+                str(small),
+                "--manifest",
+                str(bundles["alpha"]),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    board = json.loads((out / "leaderboard.json").read_text())
+    assert board["rejected"][0]["code"] == "wrong_dataset"
+
+
+def test_rank_ranges_from_ci_overlap():
+    def v(name, est, low, high):
+        m = {"estimate": est, "low": low, "high": high, "n": 10, "method": "bootstrap-percentile"}
+        summary = {
+            "overall": {
+                "metrics": {k: m for k in ("ccs_binary", "ccs_graded", "ac_k1", "ef_k1", "ac_k2", "ef_k2")},
+                "counts": {},
+            }
+        }
+        return Verified(bundle=name, model=name, setup={}, target=None, summary=summary, records=[])
+
+    rows = rank_entries(
+        [v("c", 0.5, 0.45, 0.55), v("a", 0.9, 0.85, 0.95), v("b", 0.6, 0.5, 0.7), v("d", 0.6, 0.58, 0.62)]
+    )
+    assert [(r["model"], r["rank"], r["rank_range"]) for r in rows] == [
+        ("a", 1, [1, 1]),
+        ("b", 2, [2, 4]),
+        ("d", 2, [2, 3]),
+        ("c", 4, [3, 4]),
+    ]
+
+
+def test_real_run_with_images_and_report_reads_bundles(tmp_path):
+    from edct_task.config import calibration_config
+    from edct_task.engine.runner import run
+
+    cfg = calibration_config("faithful", n=4, output_dir=tmp_path / "run").model_copy(
+        update={"progress": False, "bootstrap_resamples": 500}  # verified with the run's own resamples
+    )
+    outcome = run(cfg)
+    bundle = tmp_path / "faithful.edct.zip"
+    assert main(["submit", str(tmp_path / "run"), "--out", str(bundle), "--with-images"]) == 0
+    with zipfile.ZipFile(bundle) as z:
+        names = z.namelist()
+    assert names[0] == BUNDLE_JSON
+    n_images = sum(n.startswith("images/") for n in names)
+    assert n_images == len(json.loads(read_bundle(bundle).members["images.json"])["images"]) > 4
+    result = verify_bundle(bundle)
+    assert isinstance(result, Verified), getattr(result, "reason", "")
+    assert result.summary["overall"]["metrics"] == outcome.results["results"]["overall"]["metrics"]
+    # edct report reads bundles like any run
+    assert main(["report", str(bundle), "--out", str(tmp_path / "report")]) == 0
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    (model,) = report["models"]
+    assert (
+        model["edct"]["ccs_binary"]["estimate"]
+        == outcome.results["results"]["overall"]["metrics"]["ccs_binary"]["estimate"]
+    )
+
+
+def test_user_errors_exit_2_with_one_message(tmp_path, capsys):
+    write_edct_run(tmp_path / "r", records(0.5, n=4))
+    assert main(["submit", str(tmp_path / "r"), "--out", str(tmp_path / "x.zip")]) == 2
+    assert "name the bundle *.edct.zip" in capsys.readouterr().err
+    assert main(["submit", str(tmp_path / "r"), "--out", str(tmp_path / "x.edct.zip"), "--with-images"]) == 2
+    err = capsys.readouterr().err
+    assert "--with-images" in err and "Traceback" not in err
+    assert main(["submit", str(tmp_path / "nope"), "--out", str(tmp_path / "x.edct.zip")]) == 2
+    assert main(["report", str(tmp_path / "nope"), "--out", str(tmp_path / "rep")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["report", str(tmp_path / "r"), "--out", str(tmp_path / "rep"), "--label", "oops"]) == 2
+    assert "--label PATH=NAME" in capsys.readouterr().err
