@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from edct_task.audit.links import ValidationOutputs, markdown_lines, validation_outputs
 from edct_task.reporting import paper_tables
 from edct_task.reporting.figures import Panel, Point, figure5, rank_correlation
 from edct_task.reporting.setup import setup_label
@@ -128,6 +129,14 @@ def build_report(
     return write_report(collection, out)
 
 
+def _validation(collection: Collection) -> list[ValidationOutputs]:
+    """The audit pages, label files and agreement tables found in the runs read (``edct audit`` …)."""
+    runs = [Path(i["path"]) for i in collection.inputs if i["kind"] in ("edct-run", "lmms-eval")]
+    folders = {p if p.is_dir() else p.parent for p in runs}
+    found = [validation_outputs(f) for f in sorted(folders)]
+    return [v for v in found if v.any]
+
+
 def write_report(collection: Collection, out: Path) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     tables = [
@@ -146,6 +155,7 @@ def write_report(collection: Collection, out: Path) -> dict[str, Any]:
         figures = [p.name for p in figure5(panels, corr, out / FIGURE_STEM)]
     else:
         notes.append("Fig. 5 not drawn: no benchmark was found for two or more models that have CCS.")
+    validation = _validation(collection)
     report = {
         "models": [_model_json(m) for m in collection.models.values()],
         "correlations": correlations,
@@ -153,6 +163,15 @@ def write_report(collection: Collection, out: Path) -> dict[str, Any]:
         "tables": table_files,
         "figures": figures,
         "inputs": collection.inputs,
+        "validation": [
+            {
+                "run": str(v.run),
+                "audit_index": str(v.audit_index) if v.audit_index else None,
+                "labels": v.labels,
+                "agreement": str(v.agreement) if v.agreement else None,
+            }
+            for v in validation
+        ],
         "notes": notes,
     }
     (out / REPORT_JSON).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -170,6 +189,12 @@ def write_report(collection: Collection, out: Path) -> dict[str, Any]:
     md.append("")
     if figures:
         md.append(f"![Fig. 5: CCS vs other benchmarks]({FIGURE_STEM}.png)")
+        md.append("")
+    if validation:
+        md += ["### Audit reports and human validation", ""]
+        for v in validation:
+            md.append(f"- `{v.run}`:")
+            md.extend(f"  {line}" for line in markdown_lines(v, relative_to=out))
         md.append("")
     md.extend(f"- {n}" for n in notes)
     (out / REPORT_MD).write_text("\n".join(md) + "\n", encoding="utf-8")
