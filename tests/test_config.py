@@ -49,7 +49,7 @@ def test_unknown_backend_and_option_are_named() -> None:
     raw["roles"]["editor"] = {"backend": "flux-magic"}
     with pytest.raises(
         ConfigError,
-        match=r"(?s)role .editor.: unknown backend 'flux-magic'; editor backends: .*calibration-editor",
+        match=r"(?s)roles.editor: unknown backend 'flux-magic'; editor backends: .*calibration-editor",
     ):
         build_roles(config_from_dict(raw).role_specs())
     raw = _raw()

@@ -43,7 +43,7 @@ def _chat(urls: list[str], model: str) -> dict:
         "model": model,
         "base_urls": urls,
         "api_key_env": "EDCT_LOOPBACK_KEY",
-        "timeout_s": 0.5,  # a stalled reply (1.2 s) times out; a normal one never does
+        "timeout_s": 2.0,  # a stalled reply (4 s) times out; a normal one never does, even on a busy machine
         "max_retries": 6,  # the openai client's backoff: 0.5 s doubling, or the server's Retry-After
         "concurrency": 8,
         "dead_after": 6,  # random faults are not a dead server: keep both in rotation
@@ -82,7 +82,7 @@ def reference(tmp_path_factory):
 def test_loopback_run_with_faults_matches_the_in_process_run(reference, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("EDCT_LOOPBACK_KEY", KEY)
     world = CalibrationWorld(BEHAVIOR)
-    faults = FaultPlan(rate=0.2, max_consecutive=2, stall_s=1.2)
+    faults = FaultPlan(rate=0.2, max_consecutive=2, stall_s=4.0)
     with (
         Loopback(world, faults=faults, api_key=KEY, reasoning=True) as a,
         Loopback(world, faults=faults, api_key=KEY, reasoning=True) as b,
@@ -130,7 +130,7 @@ def _editor_role(kind: str, url: str) -> dict:
         "api_key_env": "EDCT_LOOPBACK_KEY",
         "backoff_base_s": 0.001,
         "backoff_max_s": 0.01,
-        "timeout_s": 0.5,  # a stalled reply (1.2 s) times out; a normal one never does
+        "timeout_s": 2.0,  # a stalled reply (4 s) times out; a normal one never does, even on a busy machine
         "concurrency": 8,
     }
     if kind == "bfl":
@@ -156,7 +156,7 @@ def _editor_role(kind: str, url: str) -> dict:
 @pytest.mark.parametrize("kind", ["bfl", "openai-images", "openrouter-image"])
 def test_http_editors_with_faults_give_the_reference_records(kind, reference, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("EDCT_LOOPBACK_KEY", KEY)
-    faults = FaultPlan(rate=0.2, max_consecutive=2, stall_s=1.2)
+    faults = FaultPlan(rate=0.2, max_consecutive=2, stall_s=4.0)
     with Loopback(CalibrationWorld(BEHAVIOR), faults=faults, api_key=KEY) as server:
         config = _config(
             tmp_path / kind, {"editor": _editor_role(kind, server.url)}, reference.output_dir / "cache"
@@ -187,7 +187,7 @@ def test_moderated_first_attempts_and_faults_end_with_the_reference_scores(
     """BFL with ~20% random faults plus ~30% of first attempts moderated: every moderated edit is
     recorded as a refusal and retried with a new seed, and the run ends with the reference scores."""
     monkeypatch.setenv("EDCT_LOOPBACK_KEY", KEY)
-    faults = FaultPlan(rate=0.2, max_consecutive=2, stall_s=1.2)
+    faults = FaultPlan(rate=0.2, max_consecutive=2, stall_s=4.0)
     world = CalibrationWorld(BEHAVIOR)
     with Loopback(
         world, faults=faults, api_key=KEY, moderate=0.3, moderate_first_attempts_only=True
