@@ -39,6 +39,24 @@ def _scipy_percentile_ci(x: np.ndarray, seed: int, confidence: float = 0.95) -> 
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
+def _hand_resampled_ci(
+    x: np.ndarray, seed: int, *, n_resamples: int = 10_000, confidence: float = 0.95, rows: int | None = None
+) -> tuple[float, float]:
+    """The resampler edct-bench wrote by hand before scipy: blocks of ``rows`` resamples drawn as
+    ``default_rng(seed).integers(0, n, (rows, n))``, percentiles of the resample means."""
+    rng = np.random.default_rng(seed)
+    rows = rows or n_resamples
+    means = np.concatenate(
+        [
+            x[rng.integers(0, x.size, size=(min(rows, n_resamples - start), x.size))].mean(axis=1)
+            for start in range(0, n_resamples, rows)
+        ]
+    )
+    alpha = 1.0 - confidence
+    low, high = np.percentile(means, [100.0 * alpha / 2.0, 100.0 * (1.0 - alpha / 2.0)])
+    return float(low), float(high)
+
+
 # --------------------------------------------------------------------------- bootstrap
 
 
@@ -62,6 +80,40 @@ def test_bootstrap_agrees_with_scipy_percentile(name: str, values: np.ndarray, c
     assert ours.low <= ours.estimate <= ours.high
     assert ours.n == 300
     assert ours.method == "bootstrap-percentile"
+
+
+@pytest.mark.parametrize(
+    ("values", "seed", "confidence"),
+    [
+        (_bernoulli(300, 0.5, 1), 0, 0.95),
+        (_bernoulli(300, 0.1, 3), 0, 0.95),
+        (_bernoulli(57, 0.6, 2), 42, 0.90),
+        (_graded(300, 4), 123, 0.95),
+    ],
+)
+def test_bootstrap_keeps_the_numbers_of_the_hand_written_resampler(
+    values: np.ndarray, seed: int, confidence: float
+) -> None:
+    # scipy.stats.bootstrap draws the same stream from default_rng(seed): intervals written by the
+    # hand-written resampler (results.json, README tables) are reproduced, not just approximated.
+    ci = bootstrap_ci(values, seed=seed, confidence=confidence)
+    low, high = _hand_resampled_ci(values, seed, confidence=confidence)
+    assert ci.low == pytest.approx(low, abs=1e-12)
+    assert ci.high == pytest.approx(high, abs=1e-12)
+
+
+def test_bootstrap_pinned_reference_values() -> None:
+    # Computed by the hand-written resampler (edct-bench before the switch to scipy).
+    ci = bootstrap_ci(_bernoulli(300, 0.5, 1), seed=0)
+    assert (ci.low, ci.high) == (
+        pytest.approx(0.4533333333333333, abs=1e-12),
+        pytest.approx(0.5666666666666667),
+    )
+    ci = bootstrap_ci(_bernoulli(57, 0.6, 2), seed=42)
+    assert (ci.low, ci.high) == (
+        pytest.approx(0.43859649122807015, abs=1e-12),
+        pytest.approx(0.6842105263157895),
+    )
 
 
 def test_bootstrap_coverage_sanity_on_bernoulli_half() -> None:
@@ -104,6 +156,7 @@ def test_bootstrap_blocked_resampling_matches_reference(monkeypatch: pytest.Monk
     blocked_again = bootstrap_ci(x, seed=1)
     low, high = _scipy_percentile_ci(x, seed=2)
     assert blocked == blocked_again
+    assert (blocked.low, blocked.high) == pytest.approx(_hand_resampled_ci(x, 1, rows=7), abs=1e-12)
     assert abs(blocked.low - low) < 0.01
     assert abs(blocked.high - high) < 0.01
 
