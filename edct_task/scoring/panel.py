@@ -11,7 +11,8 @@ judge–judge agreement in the results.
 - self-consistency: a judge's samples are first reduced the same way (majority / mean), so every
   judge has one vote;
 - agreement: for each pair of judges, percent agreement and Cohen's κ over the items both scored
-  (optionally quadratic-weighted κ for graded scores), plus their means over pairs.
+  (optionally quadratic-weighted κ for graded scores; scikit-learn computes it, the degenerate
+  cases are decided in :func:`cohen_kappa`), plus their means over pairs.
 """
 
 from __future__ import annotations
@@ -89,37 +90,42 @@ def cohen_kappa(
     weights: Literal["quadratic"] | None = None,
     labels: Sequence[Any] | None = None,
 ) -> float | None:
-    """Cohen's κ of two raters over the items both scored; ``None`` with no such item.
+    """Cohen's κ of two raters over the items both scored (``sklearn.metrics.cohen_kappa_score``).
 
-    With ``weights="quadratic"`` the disagreement between ordinal labels i and j costs
-    ``(i - j)² / (k - 1)²`` (for graded 1–5 scores). When both raters used one and the same
-    label throughout, chance agreement is 1 and κ is undefined: 1.0 is returned when they agree
-    perfectly (the convention of statsmodels), else 0.0.
+    ``labels`` fixes the categories and their order (default: the sorted labels either rater
+    used); with ``weights="quadratic"`` the disagreement between the i-th and j-th label costs
+    ``(i - j)²`` (for graded 1–5 scores). The cases scikit-learn leaves undefined or handles
+    silently are decided here:
+
+    - no item scored by both raters: ``None`` (nothing to measure, not 0);
+    - both raters gave one and the same label to every item: chance agreement is 1 and κ is 0/0
+      (scikit-learn returns NaN with an ``UndefinedMetricWarning``); 1.0 is returned, since the
+      raters agree perfectly (the convention of statsmodels' ``cohens_kappa``);
+    - a vote that is not one of ``labels``: ``ValueError`` (scikit-learn would drop the item).
+
+    Raises
+    ------
+    ValueError
+        If the raters scored different numbers of items, or a vote is not among ``labels``.
     """
     pairs = _pairs(a, b)
     if not pairs:
         return None
-    cats = list(labels) if labels is not None else sorted({x for p in pairs for x in p})
-    index = {c: i for i, c in enumerate(cats)}
-    k, n = len(cats), len(pairs)
-    if k == 1:
+    first = [x for x, _ in pairs]
+    second = [y for _, y in pairs]
+    used = set(first) | set(second)
+    if labels is None:
+        cats = sorted(used)
+    else:
+        cats = list(labels)
+        unknown = used.difference(cats)
+        if unknown:
+            raise ValueError(f"votes {sorted(unknown, key=repr)!r} are not among the labels {cats!r}")
+    if len(used) == 1:
         return 1.0
-    observed = [[0.0] * k for _ in range(k)]
-    for x, y in pairs:
-        observed[index[x]][index[y]] += 1.0 / n
-    row = [sum(observed[i]) for i in range(k)]
-    col = [sum(observed[i][j] for i in range(k)) for j in range(k)]
+    from sklearn.metrics import cohen_kappa_score  # ~1 s import: at first use, not at start-up
 
-    def cost(i: int, j: int) -> float:
-        if weights == "quadratic":
-            return (i - j) ** 2 / (k - 1) ** 2
-        return 0.0 if i == j else 1.0
-
-    d_obs = sum(cost(i, j) * observed[i][j] for i in range(k) for j in range(k))
-    d_exp = sum(cost(i, j) * row[i] * col[j] for i in range(k) for j in range(k))
-    if d_exp == 0.0:
-        return 1.0 if d_obs == 0.0 else 0.0
-    return 1.0 - d_obs / d_exp
+    return float(cohen_kappa_score(first, second, labels=cats, weights=weights))
 
 
 def agreement(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
+
+import numpy as np
 import pytest
 
 from edct_task.scoring.panel import (
@@ -52,7 +55,6 @@ def test_cohens_kappa_reference_value() -> None:
 
 def test_kappa_matches_statsmodels() -> None:
     inter_rater = pytest.importorskip("statsmodels.stats.inter_rater")
-    import numpy as np
 
     a = [1, 2, 3, 3, 4, 5, 5, 2, 1, 4, 3, 5]
     b = [1, 3, 3, 2, 4, 5, 4, 2, 2, 4, 3, 5]
@@ -62,6 +64,44 @@ def test_kappa_matches_statsmodels() -> None:
     assert cohen_kappa(a, b, labels=range(1, 6)) == pytest.approx(inter_rater.cohens_kappa(table).kappa)
     quad = inter_rater.cohens_kappa(table, wt="quadratic").kappa
     assert cohen_kappa(a, b, weights="quadratic", labels=range(1, 6)) == pytest.approx(quad)
+
+
+@pytest.mark.parametrize("weights", [None, "quadratic"])
+def test_kappa_is_scikit_learns_on_random_raters(weights: str | None) -> None:
+    from sklearn.metrics import cohen_kappa_score
+
+    rng = np.random.default_rng(3)
+    a = rng.integers(1, 6, size=200).tolist()
+    b = [x if rng.random() < 0.6 else int(rng.integers(1, 6)) for x in a]
+    ours = cohen_kappa(a, b, weights=weights, labels=range(1, 6))  # type: ignore[arg-type]
+    assert ours == pytest.approx(cohen_kappa_score(a, b, labels=[1, 2, 3, 4, 5], weights=weights), abs=1e-15)
+    assert 0.3 < ours < 0.9  # a real, partial agreement
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "labels", "expected"),
+    [
+        ([1, 1, 1], [1, 1, 1], (0, 1), 1.0),  # one shared label throughout: κ = 0/0, agreement perfect
+        ([0, 0], [0, 0], None, 1.0),
+        ([4, 4, None], [4, 4, 2], (1, 2, 3, 4, 5), 1.0),  # the unscored item is left out first
+        ([1, 1, 1], [0, 0, 0], (0, 1), 0.0),  # each rater constant, never agreeing
+        ([1, 1, 1, 1], [1, 0, 1, 1], (0, 1), 0.0),  # one constant rater: p_o = p_e
+    ],
+)
+def test_kappa_degenerate_cases_are_decided_without_warnings(
+    a: list, b: list, labels: tuple | None, expected: float
+) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # scikit-learn's UndefinedMetricWarning would fail here
+        assert cohen_kappa(a, b, labels=labels) == expected
+        assert cohen_kappa(a, b, labels=labels, weights="quadratic") == expected
+
+
+def test_kappa_refuses_votes_outside_the_labels() -> None:
+    with pytest.raises(ValueError, match=r"votes \[7\] are not among the labels \[1, 2, 3\]"):
+        cohen_kappa([1, 2, 3], [1, 2, 7], labels=(1, 2, 3))
+    with pytest.raises(ValueError, match="different numbers of items"):
+        cohen_kappa([1, 0], [1])
 
 
 def test_agreement_report_over_pairs_skips_unscored_items() -> None:
