@@ -17,7 +17,8 @@
 ``edct agreement LABELS.jsonl… --run RUN``   Table 4: human–human, human–EDCT and gate–human agreement
 
 Each command module exposes ``add_parser(subparsers)`` and ``run(args) -> int``; ``COMMANDS``
-lists them. User errors (``ConfigError``, ``BenchDataError``) exit 2 with one message.
+lists them. User errors (``ConfigError``, ``BenchDataError``, ``CacheSchemaError``) exit 2 with one
+message.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import sys
 from types import ModuleType
 
 from edct_task.bench_data.format import BenchDataError
+from edct_task.engine.stage_cache import CacheSchemaError
 from edct_task.engine.workspace import StorageError
 from edct_task.roles import ConfigError
 from edct_task.run_outputs import RunReadError
@@ -83,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BenchDataError as exc:
         print(f"edct: data error: {exc}", file=sys.stderr)
+        return 2
+    except CacheSchemaError as exc:
+        print(f"edct: cache error: {exc}", file=sys.stderr)
         return 2
     except RunReadError as exc:
         print(f"edct: {exc}", file=sys.stderr)

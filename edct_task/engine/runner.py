@@ -81,7 +81,8 @@ def run(config: RunConfig) -> RunOutcome:
 
     The output and cache folders are checked for writability first; the output folder is locked
     for the run; a full or read-only disk mid-run raises ``StorageError`` (finished calls stay in
-    the stage cache, a rerun resumes).
+    the stage cache, a rerun resumes). The stage cache is opened before any backend is built, so
+    a cache folder of another schema version stops the run (``CacheSchemaError``) first.
     """
     out_dir, cache_dir = config.output_dir, config.resolved_cache_dir
     check_writable(out_dir, "output folder")
@@ -100,7 +101,7 @@ def _run(config: RunConfig, out_dir: Path, cache_dir: Path) -> RunOutcome:
     protocol, limits = config.protocol, config.limits
     images = ImageStore(cache_dir)
     started = time.perf_counter()
-    with build_roles(config.role_specs()) as roles, StageCache(cache_dir) as cache:
+    with StageCache(cache_dir) as cache, build_roles(config.role_specs()) as roles:
         samples = load_samples(config.data, images)
         with build_dispatcher(
             roles,

@@ -10,7 +10,8 @@ Three pieces, all keyed by content (DESIGN "Records, cache, resume"):
     ``fingerprint -> JSON dict`` in SQLite (WAL journal), one row per finished stage call,
     committed as soon as it is written.
 ``ImageStore``
-    PNG files named by the sha256 of their canonical bytes, written atomically.
+    PNG files named by the image's id (:func:`image_id`: sha256 of the decoded pixels and the
+    ``edct_`` text metadata, never of the PNG encoding), written atomically.
 
 Only successful results are cached. Errors, refusals, moderation blocks and unparseable
 outputs must *not* be put: a resumed run has to retry them. That rule is the caller's (the
@@ -43,22 +44,35 @@ from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
 __all__ = [
+    "CACHE_SCHEMA_VERSION",
     "IMAGE_META_PREFIX",
     "PNG_COMPRESS_LEVEL",
     "CacheEntry",
+    "CacheSchemaError",
     "ImageStore",
     "StageCache",
     "canonical_json",
     "fingerprint",
+    "image_id",
 ]
 
 IMAGE_META_PREFIX = "edct_"
 """Image ``info`` keys with this prefix (and str values) are kept in stored PNGs as text chunks."""
 
 PNG_COMPRESS_LEVEL = 1
-"""zlib level of canonical PNGs. Changing it changes every image ref."""
+"""zlib level of the PNG files the image store writes: a size/speed trade-off only (image ids
+are computed from the decoded pixels, so neither this level nor the zlib build changes them)."""
 
-_SCHEMA_VERSION = 1
+CACHE_SCHEMA_VERSION = 2
+"""Version of a cache folder (``PRAGMA user_version`` of ``stages.sqlite``).
+
+1: image refs were the sha256 of the encoded PNG (so a Pillow/zlib upgrade changed them).
+2: image refs are :func:`image_id` of the decoded pixels. Every stage key holds image refs, so
+no version-1 entry can be found by version-2 code: such a folder is refused with
+:class:`CacheSchemaError` instead of being silently recomputed."""
+
+_IMAGE_ID_DOMAIN = b"edct-bench image id v2\n"
+_IMAGE_REF_ATTR = "_edct_image_ref"
 _REF_RE = re.compile(r"[0-9a-f]{64}")
 _PNG_KEYWORD_MAX = 79  # PNG spec: tEXt keywords are 1-79 latin-1 characters
 
@@ -138,6 +152,28 @@ def fingerprint(payload: Mapping[str, Any]) -> str:
 # --------------------------------------------------------------------------- stage cache
 
 
+class CacheSchemaError(RuntimeError):
+    """A cache folder was written with another :data:`CACHE_SCHEMA_VERSION`; the message says what to do.
+
+    A user error (the CLI exits 2 with the message): nothing in the folder is read or changed.
+    """
+
+    def __init__(self, root: Path, version: int) -> None:
+        self.root = root
+        self.version = version
+        if version == 1:
+            why = (
+                "it was written by an older edct-bench that named images by their PNG bytes; this "
+                "version names them by their pixels, so none of its entries can be found again"
+            )
+        else:
+            why = f"this edct-bench reads version {CACHE_SCHEMA_VERSION}"
+        super().__init__(
+            f"cache folder {root} has schema version {version} ({why}). Delete the folder to "
+            "rebuild it, or set cache_dir to a new folder"
+        )
+
+
 @dataclass(frozen=True)
 class CacheEntry:
     """One stored stage result, with its bookkeeping."""
@@ -191,6 +227,10 @@ class StageCache:
         self._lock = threading.Lock()
         conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
         try:
+            # The version is checked before anything is written: a refused folder stays as it was.
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version not in (0, CACHE_SCHEMA_VERSION):
+                raise CacheSchemaError(self.root, version)
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise RuntimeError(f"{self.path}: could not switch SQLite to WAL mode (got {mode!r})")
@@ -204,14 +244,8 @@ class StageCache:
                 " created REAL NOT NULL)"
             )
             conn.execute("CREATE INDEX IF NOT EXISTS entries_stage ON entries(stage)")
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version == 0:
-                conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
-            elif version != _SCHEMA_VERSION:
-                raise RuntimeError(
-                    f"{self.path}: stage-cache schema version {version}, this code reads "
-                    f"{_SCHEMA_VERSION}; use a new cache folder"
-                )
+                conn.execute(f"PRAGMA user_version={CACHE_SCHEMA_VERSION}")
         except BaseException:
             conn.close()
             raise
@@ -331,10 +365,8 @@ class StageCache:
 # --------------------------------------------------------------------------- image store
 
 
-def _canonical_png(image: Image.Image) -> bytes:
-    """Deterministic PNG bytes of ``image``: RGB pixels plus its sorted ``edct_`` text entries."""
-    if not isinstance(image, Image.Image):
-        raise TypeError(f"image must be a PIL.Image.Image; got {type(image).__name__}")
+def _edct_text(image: Image.Image) -> dict[str, str]:
+    """The image's ``edct_`` text metadata (str values only), validated as PNG text keywords."""
     text: dict[str, str] = {}
     for k, v in image.info.items():
         if isinstance(k, str) and k.startswith(IMAGE_META_PREFIX) and isinstance(v, str):
@@ -344,34 +376,111 @@ def _canonical_png(image: Image.Image) -> bytes:
                 k.encode("latin-1")
             except UnicodeEncodeError:
                 raise ValueError(f"image info key {k!r} must be latin-1 text (a PNG keyword)") from None
-            text[k] = str(v)
-    rgb = image.convert("RGB")  # alpha, if any, is dropped (not composited)
-    # A fresh image carries no info, so nothing else (ICC profile, EXIF, dpi...) reaches the file.
-    bare = Image.frombytes("RGB", rgb.size, rgb.tobytes())
-    pnginfo = PngInfo()
-    for k in sorted(text):
-        pnginfo.add_text(k, text[k])  # non-latin-1 values become iTXt (UTF-8) automatically
-    buf = io.BytesIO()
-    bare.save(buf, format="PNG", compress_level=PNG_COMPRESS_LEVEL, optimize=False, pnginfo=pnginfo)
-    return buf.getvalue()
+            text[k] = v
+    return text
+
+
+@dataclass(frozen=True)
+class _Content:
+    """What an image id covers: RGB pixels (as raw bytes), size, and the ``edct_`` text."""
+
+    size: tuple[int, int]
+    pixels: bytes
+    text: dict[str, str]
+
+    @classmethod
+    def of(cls, image: Image.Image) -> _Content:
+        if not isinstance(image, Image.Image):
+            raise TypeError(f"image must be a PIL.Image.Image; got {type(image).__name__}")
+        text = _edct_text(image)
+        rgb = image if image.mode == "RGB" else image.convert("RGB")  # alpha dropped, not composited
+        return cls(rgb.size, rgb.tobytes(), text)
+
+    def ref(self) -> str:
+        header = canonical_json({"mode": "RGB", "size": list(self.size), "text": self.text}).encode("utf-8")
+        h = hashlib.sha256(_IMAGE_ID_DOMAIN)
+        h.update(len(header).to_bytes(8, "big"))
+        h.update(header)
+        h.update(self.pixels)
+        return h.hexdigest()
+
+    def png(self) -> bytes:
+        # A fresh image carries no info, so nothing else (ICC profile, EXIF, dpi, transparency)
+        # reaches the file.
+        bare = Image.frombytes("RGB", self.size, self.pixels)
+        pnginfo = PngInfo()
+        for k in sorted(self.text):
+            pnginfo.add_text(k, self.text[k])  # non-latin-1 values become iTXt (UTF-8) automatically
+        buf = io.BytesIO()
+        bare.save(buf, format="PNG", compress_level=PNG_COMPRESS_LEVEL, optimize=False, pnginfo=pnginfo)
+        return buf.getvalue()
+
+
+def _remember_ref(image: Image.Image, ref: str) -> None:
+    """Attach ``ref`` to ``image`` so that it is not hashed again while it is unchanged.
+
+    The image is made read-only, which in Pillow means copy-on-write: every Pillow operation
+    that changes pixels in place (``paste``, ``putpixel``, ``ImageDraw``…) first copies the
+    pixel buffer and clears the flag, and writing through ``image.load()`` raises. The
+    remembered ref is trusted only while the image is still read-only, holds the same pixel
+    buffer and has the same ``edct_`` text (``info`` is a plain dict anyone may change). Only
+    the buffer's ``id`` is kept, not the buffer, so a changed image frees its old pixels.
+    """
+    image.readonly = 1
+    setattr(image, _IMAGE_REF_ATTR, (ref, id(image.im), _edct_text(image)))
+
+
+def _remembered_ref(image: Image.Image) -> str | None:
+    tag = getattr(image, _IMAGE_REF_ATTR, None)
+    if tag is None:
+        return None
+    ref, core, text = tag
+    try:
+        unchanged = bool(image.readonly) and id(image.im) == core and _edct_text(image) == text
+    except ValueError:  # a closed image, or edct_ text that is no longer a valid PNG keyword
+        unchanged = False
+    if not unchanged:
+        delattr(image, _IMAGE_REF_ATTR)
+        return None
+    return ref
+
+
+def image_id(image: Image.Image) -> str:
+    """The content id (ref) of ``image``: what the image store names it by.
+
+    sha256 of a versioned header (mode ``"RGB"``, width and height, and the image's ``info``
+    entries whose key starts with ``"edct_"`` and whose value is ``str``, as canonical JSON)
+    followed by the raw RGB pixel bytes. Non-RGB images are converted to RGB first (alpha is
+    dropped, not composited); all other ``info`` is ignored. So the id depends on what a
+    consumer decodes, never on how it was encoded: the same pixels saved at any PNG compression
+    level, by any zlib, get one id. The ``edct_`` text is covered because the calibration world
+    carries its scene graph there: two scenes with identical pixels are different inputs.
+
+    An image returned by :meth:`ImageStore.get` carries its id and is not hashed again while it
+    is unchanged (see :meth:`ImageStore.get`).
+
+    Raises
+    ------
+    TypeError
+        If ``image`` is not a PIL image.
+    ValueError
+        If an ``edct_`` key cannot be a PNG text keyword (longer than 79 or not latin-1).
+    """
+    return _remembered_ref(image) or _Content.of(image).ref()
 
 
 class ImageStore:
-    """Content-addressed images at ``root/images/<aa>/<sha256>.png``.
+    """Content-addressed images at ``root/images/<aa>/<ref>.png``, ``ref`` = :func:`image_id`.
 
-    A ref is the sha256 hex digest of the image's canonical PNG bytes: RGB pixels (alpha is
-    dropped), compressed at :data:`PNG_COMPRESS_LEVEL`, with no timestamps, and with the
-    image's ``info`` entries whose key starts with ``"edct_"`` and whose value is ``str`` as
-    PNG text chunks sorted by key (all other ``info`` is dropped). The same pixels with
-    different ``edct_`` metadata therefore get different refs.
-
-    The ref is stable across processes and runs with the same Pillow build. A different
-    zlib (Pillow wheels bundle zlib-ng) may encode the same pixels to different bytes, so a
-    Pillow upgrade can give new refs to new puts; files already stored stay readable.
+    The file is a PNG (lossless; compressed at :data:`PNG_COMPRESS_LEVEL`, no timestamps) of
+    the RGB pixels with the image's ``edct_`` text entries as PNG text chunks sorted by key, so
+    decoding it gives back exactly the content the ref names. Because the ref is computed from
+    the pixels and not from the encoded bytes, it is stable across processes, runs, Pillow and
+    zlib versions, and compression levels.
 
     Files are written to a temporary file in the target folder and moved into place with
     ``os.replace``, so a reader never sees a partial PNG; an already-present ref is not
-    rewritten. Safe for concurrent threads and processes.
+    rewritten (``put`` is idempotent). Safe for concurrent threads and processes.
     """
 
     def __init__(self, root: Path | str) -> None:
@@ -399,12 +508,28 @@ class ImageStore:
             return False
 
     def put(self, image: Image.Image) -> str:
-        """Store ``image`` canonically and return its ref (sha256 hex of the PNG bytes)."""
-        data = _canonical_png(image)
-        ref = hashlib.sha256(data).hexdigest()
+        """Store ``image`` and return its ref (:func:`image_id`).
+
+        Costs one pass over the pixels (copy + sha256); the PNG is encoded only when the ref is
+        not stored yet. An image obtained from :meth:`get` of this store and not changed since
+        is neither hashed nor encoded again. ``image`` itself is not modified.
+
+        Raises
+        ------
+        TypeError
+            If ``image`` is not a PIL image.
+        ValueError
+            If an ``edct_`` key cannot be a PNG text keyword.
+        """
+        ref = _remembered_ref(image) if isinstance(image, Image.Image) else None
+        if ref is not None and self.has(ref):
+            return ref
+        content = _Content.of(image)
+        ref = content.ref()
         target = self.path(ref)
         if target.is_file():
             return ref
+        data = content.png()
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{ref[:12]}.", suffix=".tmp")
         try:
@@ -419,6 +544,13 @@ class ImageStore:
 
     def get(self, ref: str) -> Image.Image:
         """Load the image of ``ref`` as RGB, with its ``edct_`` text entries in ``.info``.
+
+        The image is returned read-only and carrying its ref, so passing it on to :meth:`put`
+        or :func:`image_id` costs nothing. Read-only is Pillow's copy-on-write: ``paste``,
+        ``putpixel``, ``ImageDraw`` and the like copy the pixels before changing them (and the
+        image then gets a new id); writing through ``image.load()`` raises, so call
+        ``image.copy()`` first. This also keeps an image shared between requests (the
+        driver's decoded-image cache) from being changed under another request.
 
         Raises
         ------
@@ -441,6 +573,7 @@ class ImageStore:
         except FileNotFoundError:
             raise KeyError(f"no image with ref {ref!r} in {self.images_dir}") from None
         out.info = meta
+        _remember_ref(out, ref)
         return out
 
     def __contains__(self, ref: object) -> bool:

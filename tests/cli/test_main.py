@@ -33,6 +33,37 @@ def test_configuration_errors_exit_2_with_the_reason(tmp_path: Path, capsys: pyt
     assert "configuration error" in err and "extractor" in err and "judge" in err
 
 
+def test_a_cache_written_with_png_byte_image_ids_stops_the_run_with_one_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Schema 1 named images by their PNG bytes; its keys cannot be found by this version. The
+    # run must stop before any backend is built, with one message, instead of silently paying
+    # for every call again.
+    import sqlite3
+
+    from edct_task.engine import runner
+
+    cache = tmp_path / "old-cache"
+    cache.mkdir()
+    with sqlite3.connect(cache / "stages.sqlite") as conn:
+        conn.execute("PRAGMA user_version=1")
+    cfg = calibration_config("faithful", n=6, output_dir=tmp_path / "r").model_dump(mode="json")
+    cfg.update(progress=False, cache_dir=str(cache))
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+
+    def no_backends(*args: object) -> None:
+        raise AssertionError("a backend was built before the cache was checked")
+
+    monkeypatch.setattr(runner, "build_roles", no_backends)
+    assert main(["run", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"edct: cache error: cache folder {cache} has schema version 1")
+    assert "Delete the folder to rebuild it, or set cache_dir to a new folder" in err
+    assert not (tmp_path / "r" / "results.json").exists()
+
+
 def test_stability_gives_mean_and_sample_sd(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     values = [0.55, 0.60, 0.62]
     for i, v in enumerate(values):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import signal
@@ -17,13 +18,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from PIL.PngImagePlugin import PngInfo
 
+from edct_task.engine import stage_cache
 from edct_task.engine.stage_cache import (
+    CACHE_SCHEMA_VERSION,
     CacheEntry,
+    CacheSchemaError,
     ImageStore,
     StageCache,
     canonical_json,
     fingerprint,
+    image_id,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -45,6 +51,13 @@ def _image(seed: int, size: tuple[int, int] = (40, 30), mode: str = "RGB") -> Im
     channels = len(mode)
     arr = np.random.default_rng(seed).integers(0, 256, size=(size[1], size[0], channels), dtype=np.uint8)
     return Image.fromarray(arr, mode=mode)
+
+
+def _decoded_id(path: Path) -> str:
+    """The id of what ``path`` decodes to (a plain PIL open, nothing of the store)."""
+    with Image.open(path) as f:
+        f.load()
+        return image_id(f)
 
 
 def _png_chunk_types(data: bytes) -> list[bytes]:
@@ -192,8 +205,30 @@ def test_stage_cache_refuses_unknown_schema_version(tmp_path: Path) -> None:
     StageCache(tmp_path).close()
     with sqlite3.connect(tmp_path / "stages.sqlite") as conn:
         conn.execute("PRAGMA user_version=99")
-    with pytest.raises(RuntimeError, match="schema version 99"):
+    with pytest.raises(CacheSchemaError, match="schema version 99"):
         StageCache(tmp_path)
+
+
+def test_stage_cache_written_with_png_byte_image_refs_is_refused_untouched(tmp_path: Path) -> None:
+    # A cache folder written before image ids came from pixels: schema version 1. Its keys hold
+    # the old refs, so none of them can be found again; the run must stop and say so.
+    with sqlite3.connect(tmp_path / "stages.sqlite") as conn:
+        conn.execute(
+            "CREATE TABLE entries (key TEXT PRIMARY KEY, stage TEXT NOT NULL, value TEXT NOT NULL,"
+            " meta TEXT, created REAL NOT NULL)"
+        )
+        conn.execute("INSERT INTO entries VALUES ('k', 'baseline', '{\"text\": \"A\"}', NULL, 0)")
+        conn.execute("PRAGMA user_version=1")
+    before = (tmp_path / "stages.sqlite").read_bytes()
+    with pytest.raises(CacheSchemaError) as err:
+        StageCache(tmp_path)
+    message = str(err.value)
+    assert str(tmp_path) in message and "schema version 1" in message
+    assert "named images by their PNG bytes" in message
+    assert "Delete the folder to rebuild it, or set cache_dir to a new folder" in message
+    assert err.value.version == 1 and err.value.root == tmp_path
+    assert (tmp_path / "stages.sqlite").read_bytes() == before
+    assert CACHE_SCHEMA_VERSION == 2
 
 
 def test_stage_cache_concurrent_threads(tmp_path: Path) -> None:
@@ -276,7 +311,7 @@ def test_image_store_round_trip_pixels_and_metadata(tmp_path: Path) -> None:
     path = store.path(ref)
     assert path == tmp_path / "images" / ref[:2] / f"{ref}.png"
     data = path.read_bytes()
-    assert hashlib.sha256(data).hexdigest() == ref
+    assert _decoded_id(path) == ref == image_id(im)
     assert b"tIME" not in _png_chunk_types(data) and b"pHYs" not in _png_chunk_types(data)
 
     out = store.get(ref)
@@ -292,8 +327,10 @@ def test_image_store_round_trip_pixels_and_metadata(tmp_path: Path) -> None:
     with Image.open(path) as raw:
         assert raw.info["edct_role"] == "counterfactual"
         assert raw.info["edct_instruction"] == "Change: make the traffic light green — ✓ 交通灯"
-    # Putting what we got back gives the same ref: the canonical form is a fixed point.
+    # Putting what we got back gives the same ref: the stored form is a fixed point, whether
+    # the ref is remembered (the object get returned) or recomputed (a fresh copy).
     assert store.put(out) == ref
+    assert image_id(out.copy()) == ref and store.put(out.copy()) == ref
 
 
 def test_image_store_text_chunks_are_sorted_and_change_the_ref(tmp_path: Path) -> None:
@@ -345,7 +382,7 @@ def test_image_store_concurrent_puts(tmp_path: Path) -> None:
     files = sorted(p for p in (tmp_path / "images").rglob("*") if p.is_file())
     assert files == sorted(store.path(r) for r in set(refs))  # no temp files left behind
     for r in set(refs):
-        assert hashlib.sha256(store.path(r).read_bytes()).hexdigest() == r
+        assert _decoded_id(store.path(r)) == r
 
 
 _REF_PRINTER = """
@@ -402,7 +439,7 @@ def test_image_store_sigkill_leaves_no_partial_png(tmp_path: Path) -> None:
     for ref in reported:
         assert store.get(ref).size == (128, 96)
     for png in (tmp_path / "images").rglob("*.png"):
-        assert hashlib.sha256(png.read_bytes()).hexdigest() == png.stem  # complete files only
+        assert _decoded_id(png) == png.stem  # complete files only
     # A kill between mkstemp and os.replace may leave one hidden temp file, never a .png.
     leftovers = [p for p in (tmp_path / "images").rglob("*") if p.is_file() and p.suffix != ".png"]
     assert len(leftovers) <= 1 and all(p.name.startswith(".") for p in leftovers)
@@ -440,3 +477,120 @@ def test_cache_values_hold_image_refs_not_bytes(tmp_path: Path) -> None:
         got = cache.get(key)
         assert got is not None and store.has(got["image"])
         assert json.loads(json.dumps(got)) == got
+
+
+# --------------------------------------------------------------------------- image ids from pixels
+
+
+def _png(im: Image.Image, level: int) -> bytes:
+    info = PngInfo()
+    for k, v in im.info.items():
+        info.add_text(k, v)
+    buf = io.BytesIO()
+    im.save(buf, format="PNG", compress_level=level, pnginfo=info)
+    return buf.getvalue()
+
+
+def test_same_pixels_at_two_compression_levels_get_one_id(tmp_path: Path) -> None:
+    yy, xx = np.mgrid[0:48, 0:64]
+    im = Image.fromarray(np.stack([xx * 4, yy * 5, (xx + yy) % 7 * 30], axis=-1).astype(np.uint8))
+    im.info["edct_scene"] = '{"objects": []}'
+    fast, small = _png(im, 0), _png(im, 9)
+    assert fast != small and len(small) < len(fast)  # really two different encodings
+    (tmp_path / "fast.png").write_bytes(fast)
+    (tmp_path / "small.png").write_bytes(small)
+    assert _decoded_id(tmp_path / "fast.png") == _decoded_id(tmp_path / "small.png") == image_id(im)
+    store = ImageStore(tmp_path / "store")
+    with Image.open(io.BytesIO(fast)) as a, Image.open(io.BytesIO(small)) as b:
+        assert store.put(a) == store.put(b) == image_id(im)
+    assert len([p for p in (tmp_path / "store" / "images").rglob("*") if p.is_file()]) == 1
+
+
+def test_png_compress_level_changes_files_not_ids(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    im = _image(12, size=(64, 48))
+    default = ImageStore(tmp_path / "a")
+    ref = default.put(im)
+    monkeypatch.setattr(stage_cache, "PNG_COMPRESS_LEVEL", 9)
+    other = ImageStore(tmp_path / "b")
+    assert other.put(im) == ref
+    assert default.path(ref).read_bytes() != other.path(ref).read_bytes()
+    assert np.array_equal(np.asarray(default.get(ref)), np.asarray(other.get(ref)))
+
+
+def test_image_id_is_the_documented_pixel_hash() -> None:
+    # The definition is pinned: changing it silently would orphan every cache (bump
+    # CACHE_SCHEMA_VERSION instead).
+    arr = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3)  # 3 wide, 2 high
+    im = Image.fromarray(arr)
+    im.info.update({"edct_step": "1", "edct_role": "original", "dpi": (72, 72)})
+    header = b'{"mode":"RGB","size":[3,2],"text":{"edct_role":"original","edct_step":"1"}}'
+    expected = hashlib.sha256(
+        b"edct-bench image id v2\n" + len(header).to_bytes(8, "big") + header + arr.tobytes()
+    ).hexdigest()
+    assert image_id(im) == expected
+    assert expected == "dc00f20835742c5a690da261d86ed043acbf28322d90d4b701f39ac45c0aaee5"
+
+
+def test_identical_pixels_with_different_scene_graphs_do_not_collide(tmp_path: Path) -> None:
+    # The calibration world reads the scene graph from the edct_scene text chunk: two scenes that
+    # render to the same pixels are two different inputs to the editor and the oracle.
+    store = ImageStore(tmp_path)
+    a, b = _image(13), _image(13)
+    a.info["edct_scene"] = '{"objects": [{"category": "car", "colour": "red"}]}'
+    b.info["edct_scene"] = '{"objects": [{"category": "car", "colour": "blue"}]}'
+    ra, rb = store.put(a), store.put(b)
+    assert ra != rb
+    assert store.get(ra).info["edct_scene"] == a.info["edct_scene"]
+    assert store.get(rb).info["edct_scene"] == b.info["edct_scene"]
+    assert image_id(a.convert("RGBA")) == ra  # mode is canonicalised, alpha dropped
+
+
+def test_an_image_read_back_is_passed_on_without_hashing_or_encoding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = ImageStore(tmp_path)
+    ref = store.put(_image(14))
+    back = store.get(ref)
+
+    def fail(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the image was hashed/encoded again")
+
+    monkeypatch.setattr(stage_cache._Content, "of", fail)
+    assert store.put(back) == ref and image_id(back) == ref
+    monkeypatch.undo()
+    # The remembered ref is not a licence to skip writing into another store.
+    other = ImageStore(tmp_path / "other")
+    assert other.put(back) == ref and other.has(ref)
+
+
+def test_a_read_back_image_that_changes_gets_a_new_id(tmp_path: Path) -> None:
+    store = ImageStore(tmp_path)
+    ref = store.put(_image(15))
+    pasted = store.get(ref)
+    pasted.paste((255, 0, 0), (0, 0, 5, 5))  # copy-on-write: a new pixel buffer
+    assert store.put(pasted) != ref
+    assert np.asarray(pasted)[0, 0].tolist() == [255, 0, 0]
+    assert np.asarray(store.get(ref))[0, 0].tolist() != [255, 0, 0]  # the stored image is untouched
+
+    relabelled = store.get(ref)
+    relabelled.info["edct_scene"] = "{}"
+    assert image_id(relabelled) != ref and store.put(relabelled) == image_id(relabelled)
+
+    resized = store.get(ref).resize((20, 15))
+    assert image_id(resized) != ref  # a new image carries nothing over
+
+    readonly = store.get(ref)
+    with pytest.raises(ValueError, match="readonly"):
+        readonly.load()[0, 0] = (1, 2, 3)  # type: ignore[index]
+    writable = readonly.copy()
+    writable.load()[0, 0] = (1, 2, 3)  # type: ignore[index]
+    assert image_id(writable) != ref and image_id(readonly) == ref
+
+
+def test_put_does_not_change_the_callers_image(tmp_path: Path) -> None:
+    store = ImageStore(tmp_path)
+    im = _image(16)
+    ref = store.put(im)
+    assert not im.readonly
+    im.load()[0, 0] = (0, 0, 0)  # type: ignore[index]  # still writable in place
+    assert store.put(im) != ref
