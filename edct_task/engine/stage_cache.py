@@ -438,11 +438,8 @@ def _remembered_ref(image: Image.Image) -> str | None:
     try:
         unchanged = bool(image.readonly) and id(image.im) == core and _edct_text(image) == text
     except ValueError:  # a closed image, or edct_ text that is no longer a valid PNG keyword
-        unchanged = False
-    if not unchanged:
-        delattr(image, _IMAGE_REF_ATTR)
         return None
-    return ref
+    return ref if unchanged else None
 
 
 def image_id(image: Image.Image) -> str:
