@@ -43,7 +43,7 @@ class SampleInput(Record):
     )
     question: str = Field(description="The question asked of the target VLM.")
     image: str = Field(
-        description="Image-store reference (sha256 of the canonical PNG) of the original image."
+        description="Image-store ref of the original image (``image_id``: its pixels and edct_ text)."
     )
     system_prompt: str | None = Field(
         default=None, description="System prompt sent before the question, if any."
