@@ -4,8 +4,8 @@ Pure functions on numbers, behind our own names and types: the arithmetic is the
 libraries' (``scipy.stats.bootstrap`` for the percentile bootstrap,
 ``statsmodels.stats.proportion.proportion_confint`` for the Wilson interval); what is ours is
 the contract. Each function validates its inputs first, with a message that names the rule that
-was broken, handles the degenerate cases the libraries refuse or warn about (no values, one
-value, all values equal, zero trials) explicitly, and returns a fixed type. Nothing here reads
+was broken, answers the degenerate cases the libraries refuse or warn about (no values, one
+value, zero trials) itself, and returns a fixed type. Nothing here reads
 or writes files, and nothing seeds a global random state: the bootstrap takes an explicit
 ``seed``.
 
@@ -170,7 +170,8 @@ def bootstrap_ci(
     results written before the switch keep their numbers. Resampling is done in blocks of at
     most 2**22 indices (scipy's ``batch``), so memory stays bounded (about 64 MiB) whatever
     ``n`` and ``n_resamples`` are; the block size depends only on ``n``. scipy refuses fewer
-    than two observations and warns on constant data, so those cases are answered here first.
+    than two observations; those cases, and constant data (whose interval is the value itself),
+    are answered here without resampling.
     """
     arr = _as_finite_1d(values, "values")
     n_resamples = _check_int(n_resamples, "n_resamples", minimum=1)
@@ -217,8 +218,8 @@ def wilson_interval(successes: int, n: int, *, confidence: float = 0.95) -> Inte
     Interval
         ``estimate = successes / n``; bounds from
         ``statsmodels.stats.proportion.proportion_confint(method="wilson")``, clipped to
-        [0, 1]; ``method`` is ``"wilson"``. With ``n == 0`` (where statsmodels divides by zero)
-        estimate and bounds are NaN.
+        [0, 1]; ``method`` is ``"wilson"``. With ``n == 0`` (where statsmodels divides by zero
+        with a ``RuntimeWarning``) estimate and bounds are NaN, without a warning.
 
     Raises
     ------
