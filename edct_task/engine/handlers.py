@@ -76,11 +76,21 @@ class PixelCache:
                 self._images.move_to_end(ref)
                 return self._images[ref]
         img = self.store.get(ref)
+        self._keep(ref, img)
+        return img
+
+    def put(self, image: Image.Image) -> str:
+        """Store ``image`` and keep it decoded: the next request for its ref reads no file."""
+        ref, stored = self.store.put_and_get(image)
+        self._keep(ref, stored)
+        return ref
+
+    def _keep(self, ref: str, image: Image.Image) -> None:
         with self._lock:
-            self._images[ref] = img
+            self._images[ref] = image
+            self._images.move_to_end(ref)
             while len(self._images) > self.size:
                 self._images.popitem(last=False)
-        return img
 
 
 class TargetHandler:
@@ -225,7 +235,7 @@ class EditHandler:
             edited = self.roles.editor.edit(
                 self.pixels(request.image), request.instruction, seed=request.seed
             )
-            ref = self.pixels.store.put(edited)
+            ref = self.pixels.put(edited)  # verification reads it next: kept decoded
         except Exception as exc:
             return [failure("edit", exc)]
         return [EditedImage(ref, edited.info.get(RESIZE_INFO_KEY))]

@@ -36,6 +36,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -396,6 +397,7 @@ class _Content:
         rgb = image if image.mode == "RGB" else image.convert("RGB")  # alpha dropped, not composited
         return cls(rgb.size, rgb.tobytes(), text)
 
+    @cached_property
     def ref(self) -> str:
         header = canonical_json({"mode": "RGB", "size": list(self.size), "text": self.text}).encode("utf-8")
         h = hashlib.sha256(_IMAGE_ID_DOMAIN)
@@ -463,7 +465,7 @@ def image_id(image: Image.Image) -> str:
     ValueError
         If an ``edct_`` key cannot be a PNG text keyword (longer than 79 or not latin-1).
     """
-    return _remembered_ref(image) or _Content.of(image).ref()
+    return _remembered_ref(image) or _Content.of(image).ref
 
 
 class ImageStore:
@@ -522,10 +524,30 @@ class ImageStore:
         if ref is not None and self.has(ref):
             return ref
         content = _Content.of(image)
-        ref = content.ref()
+        self._write(content)
+        return content.ref
+
+    def put_and_get(self, image: Image.Image) -> tuple[str, Image.Image]:
+        """:meth:`put`, and the image as :meth:`get` of its ref returns it, without reading the file.
+
+        For a producer that hands its image on (an editor's output goes to verification next):
+        the second image is RGB, carries only the ``edct_`` text, is read-only and knows its
+        ref, exactly like one read back from the store. Raises like :meth:`put`.
+        """
+        content = _Content.of(image)
+        self._write(content)
+        ref = content.ref
+        out = Image.frombytes("RGB", content.size, content.pixels)
+        out.info = dict(content.text)
+        _remember_ref(out, ref)
+        return ref, out
+
+    def _write(self, content: _Content) -> None:
+        """The PNG of ``content`` at its ref's path, atomically, unless it is there already."""
+        ref = content.ref
         target = self.path(ref)
         if target.is_file():
-            return ref
+            return
         data = content.png()
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{ref[:12]}.", suffix=".tmp")
@@ -537,7 +559,6 @@ class ImageStore:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
             raise
-        return ref
 
     def get(self, ref: str) -> Image.Image:
         """Load the image of ``ref`` as RGB, with its ``edct_`` text entries in ``.info``.

@@ -594,3 +594,21 @@ def test_put_does_not_change_the_callers_image(tmp_path: Path) -> None:
     assert not im.readonly
     im.load()[0, 0] = (0, 0, 0)  # type: ignore[index]  # still writable in place
     assert store.put(im) != ref
+
+
+def test_put_and_get_returns_what_get_would_without_reading_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = ImageStore(tmp_path)
+    im = _image(17, mode="RGBA")
+    im.info.update({"edct_scene": '{"objects": ["交通灯"]}', "dpi": (72, 72)})
+    ref, kept = store.put_and_get(im)
+    read = store.get(ref)
+    assert ref == image_id(im) and store.has(ref)
+    assert kept.mode == read.mode == "RGB" and kept.size == read.size
+    assert np.array_equal(np.asarray(kept), np.asarray(read))
+    assert kept.info == read.info == {"edct_scene": '{"objects": ["交通灯"]}'}
+    assert kept.readonly and kept is not im and im.mode == "RGBA"
+
+    monkeypatch.setattr(stage_cache._Content, "of", None)  # any hashing would fail now
+    assert store.put(kept) == ref and image_id(kept) == ref
