@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ import yaml
 
 from edct_task.cli.main import main
 from edct_task.config import calibration_config
+from edct_task.engine import runner
 
 
 def test_run_from_a_yaml_file_with_overrides(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -39,10 +41,6 @@ def test_a_cache_written_with_png_byte_image_ids_stops_the_run_with_one_message(
     # Schema 1 named images by their PNG bytes; its keys cannot be found by this version. The
     # run must stop before any backend is built, with one message, instead of silently paying
     # for every call again.
-    import sqlite3
-
-    from edct_task.engine import runner
-
     cache = tmp_path / "old-cache"
     cache.mkdir()
     with sqlite3.connect(cache / "stages.sqlite") as conn:

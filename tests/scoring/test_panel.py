@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.metrics import cohen_kappa_score
 
 from edct_task.scoring.panel import (
     agreement,
@@ -68,8 +69,6 @@ def test_kappa_matches_statsmodels() -> None:
 
 @pytest.mark.parametrize("weights", [None, "quadratic"])
 def test_kappa_is_scikit_learns_on_random_raters(weights: str | None) -> None:
-    from sklearn.metrics import cohen_kappa_score
-
     rng = np.random.default_rng(3)
     a = rng.integers(1, 6, size=200).tolist()
     b = [x if rng.random() < 0.6 else int(rng.integers(1, 6)) for x in a]
