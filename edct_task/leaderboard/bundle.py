@@ -7,9 +7,10 @@ Members::
     results.json           the run's own results file (``edct run`` results.json, or lmms-eval's)
     samples.jsonl          every sample record (one ``SampleRecord`` per line)
     dataset_manifest.json  id, domain, image hash and question hash of every sample, and its digest
-    images.json            content hash of every image the records reference (original + attempts)
+    images.json            image id of every image the records reference (original + attempts)
     setup_source.json      the setup as the run recorded it (lmms-eval runs: the logged ``edct.setup``)
-    images/<sha256>.png    the images themselves (``--with-images`` only)
+    images/<ref>.png       the images themselves (``--with-images`` only; ref = the image store's
+                           ``image_id``: sha256 of the decoded pixels and ``edct_`` text)
 
 ``digest`` is the SHA-256 of the canonical JSON of ``bundle.json`` without ``digest``; because
 ``bundle.json`` holds every member's hash, it covers everything. Secrets never enter a bundle:

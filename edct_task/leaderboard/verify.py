@@ -6,7 +6,8 @@ A bundle is accepted only when everything it claims follows from what it contain
 2. the digest over ``bundle.json`` is right;
 3. the sample records match the dataset manifest (same ids, domains, images, questions) and the
    manifest's digest is the setup's (and the board's reference manifest, when one is given);
-4. ``images.json`` lists exactly the images the records reference; packed images hash to their refs;
+4. ``images.json`` lists exactly the images the records reference; packed images decode to
+   their refs (``image_id`` of the decoded pixels and ``edct_`` text);
 5. the setup identity equals the one recomputed from the run's own files;
 6. every metric and interval, overall and per domain, and every count equals
    ``edct_task.scoring.metrics.summarise`` over the records (same seed and resamples), and the
@@ -17,11 +18,15 @@ The first failure is the rejection reason (each names the field or sample it is 
 
 from __future__ import annotations
 
+import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from PIL import Image, UnidentifiedImageError
+
+from edct_task.engine.stage_cache import image_id
 from edct_task.leaderboard.bundle import BundleError, _image_refs, bundle_digest, read_bundle, sha256_bytes
 from edct_task.reporting.setup import dataset_manifest, setup_differences, setup_id, setup_identity
 from edct_task.scoring.metrics import METRIC_NAMES, summarise
@@ -29,6 +34,16 @@ from edct_task.scoring.metrics import METRIC_NAMES, summarise
 REQUIRED = ("results.json", "samples.jsonl", "dataset_manifest.json", "images.json")
 TOLERANCE = 1e-9
 SUPPORTED_VERSIONS = (1,)
+
+
+def _decoded_id(data: bytes) -> str | None:
+    """The image id of packed PNG bytes, None when they are not an image."""
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            im.load()
+            return image_id(im)
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
+        return None
 
 
 class Rejection(Exception):
@@ -197,8 +212,8 @@ def check_bundle(path: Path, *, reference_manifest: str | None = None) -> Verifi
             data = bundle.members.get(f"images/{ref}.png")
             if data is None:
                 raise Rejection("incomplete", f"image {ref[:12]} is referenced but not packed")
-            if sha256_bytes(data) != ref:
-                raise Rejection("tampered", f"image {ref[:12]} does not hash to its reference")
+            if _decoded_id(data) != ref:
+                raise Rejection("tampered", f"image {ref[:12]} does not decode to its reference")
 
     kind = meta.get("kind")
     if kind not in ("edct", "lmms"):

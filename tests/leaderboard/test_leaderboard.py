@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import zipfile
 
 import pytest
+from PIL import Image
+from PIL.PngImagePlugin import PngInfo
 from support.edct_runs import records, write_edct_run
 
 from edct_task.cli.main import main
@@ -221,6 +224,33 @@ def test_real_run_with_images_and_report_reads_bundles(tmp_path):
     result = verify_bundle(bundle)
     assert isinstance(result, Verified), getattr(result, "reason", "")
     assert result.summary["overall"]["metrics"] == outcome.results["results"]["overall"]["metrics"]
+    # Packed images are checked by what they decode to, not by their PNG bytes: the same pixels
+    # re-encoded at another zlib level still verify, a changed pixel does not.
+    name = next(n for n in names if n.startswith("images/"))
+
+    def reencode(members, *, change_pixel=False):
+        with Image.open(io.BytesIO(members[name])) as im:
+            im.load()
+            info = PngInfo()
+            for key, value in im.info.items():
+                if key.startswith("edct_"):
+                    info.add_text(key, value)
+            out = im.convert("RGB")
+        if change_pixel:
+            out.putpixel((0, 0), tuple(255 - c for c in out.getpixel((0, 0))))
+        buf = io.BytesIO()
+        out.save(buf, format="PNG", compress_level=9, pnginfo=info)
+        assert buf.getvalue() != members[name]
+        members[name] = buf.getvalue()
+
+    same = _tamper(bundle, tmp_path / "recompressed.edct.zip", member_edit=reencode)
+    assert isinstance(verify_bundle(same), Verified)
+    changed = _tamper(
+        bundle, tmp_path / "repainted.edct.zip", member_edit=lambda m: reencode(m, change_pixel=True)
+    )
+    rejected = verify_bundle(changed)
+    assert not isinstance(rejected, Verified)
+    assert rejected.code == "tampered" and "does not decode to its reference" in rejected.reason
     # edct report reads bundles like any run
     assert main(["report", str(bundle), "--out", str(tmp_path / "report")]) == 0
     report = json.loads((tmp_path / "report" / "report.json").read_text())
