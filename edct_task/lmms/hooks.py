@@ -35,7 +35,8 @@ from edct_task.engine.lockstep import build_dispatcher
 from edct_task.engine.protocol import ProtocolConfig
 from edct_task.engine.records import SampleInput, SampleRecord, SampleScores
 from edct_task.engine.requests import AskTarget, Request
-from edct_task.engine.stage_cache import ImageStore, StageCache
+from edct_task.engine.stage_cache import CacheSchemaError, ImageStore, StageCache
+from edct_task.engine.workspace import check_writable
 from edct_task.lmms.documents import doc_image, sample_of
 from edct_task.lmms.turns import first_turn_text, target_images, turn_text
 from edct_task.roles import ConfigError, Roles, build_roles
@@ -123,10 +124,22 @@ def install_settings(value: Settings | None) -> None:
 
 
 def build_settings(config: RunConfig, work_dir: Path | None = None) -> Settings:
+    """The stage cache first (a stale cache folder is refused before anything is built), then the
+    non-target roles."""
+    if work_dir is None:
+        env = os.environ.get(ENV_WORK_DIR)
+        work_dir = Path(env) if env else config.resolved_cache_dir
+    work_dir = Path(work_dir).resolve()
+    check_writable(work_dir, "cache folder")
+    try:
+        cache = StageCache(work_dir)
+    except CacheSchemaError as exc:
+        raise ConfigError(str(exc)) from None
     specs = {r: s for r, s in config.role_specs().items() if r != "target"}
     try:
         roles = build_roles(specs, require_target=False)
     except ConfigError as exc:
+        cache.close()
         source = os.environ.get(ENV_CONFIG) or "the built-in calibration roles"
         raise ConfigError(
             f"EDCT roles for the lmms-eval task (from {source}, set ${ENV_CONFIG}): {exc}"
@@ -137,12 +150,7 @@ def build_settings(config: RunConfig, work_dir: Path | None = None) -> Settings:
         log.warning(
             "k=%d needs %d target rounds; raise generation_kwargs.max_agentic_steps", protocol.k, needed
         )
-    if work_dir is None:
-        env = os.environ.get(ENV_WORK_DIR)
-        work_dir = Path(env) if env else config.resolved_cache_dir
-    work_dir = Path(work_dir).resolve()
     images = ImageStore(work_dir)
-    cache = StageCache(work_dir)
     dispatcher = build_dispatcher(
         roles, images, cache, protocol=protocol, gate=config.verification, limits=config.limits
     )

@@ -62,7 +62,7 @@ def test_compat_driver_completes_on_photographs(hook_settings):
         assert audit["domain"] == domain and audit["baseline"]["answer"] == "A dog."
         assert audit["status"] == "excluded" and result["n_excluded"] == 1
         assert "not a calibration image" in audit["reason"]  # the editor's own failure, recorded
-        assert result["ccs_binary"] is None  # excluded, not scored 0
+        assert "ccs_binary" not in result  # excluded: left out of the metric, not scored 0
         assert json.loads(doc["metadata"])["image_sha256"]
 
 

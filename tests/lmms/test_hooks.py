@@ -72,14 +72,18 @@ def test_entry_point_registers_model_and_task_folder():
     assert get_model("edct_reference").__name__ == "EdctReference"
 
 
-def test_bench_tasks_say_how_to_configure_data(monkeypatch):
+def test_bench_tasks_say_how_to_configure_data(monkeypatch, tmp_path):
     import datasets
 
     monkeypatch.delenv(documents.ENV_DATA, raising=False)
+    monkeypatch.setenv(lmms_hooks.ENV_WORK_DIR, str(tmp_path))
+    lmms_hooks.install_settings(None)
     stub = datasets.Dataset.from_list([{documents.STUB_COLUMN: "x"}])
     with pytest.raises(documents.TaskLoadError, match="EDCT_BENCH_DATA") as err:
         documents.okvqa_docs(stub)
     assert err.value.code == 2
+    lmms_hooks.settings().close()
+    lmms_hooks.install_settings(None)
 
 
 def test_bench_tasks_filter_a_built_dataset(tmp_path, monkeypatch, hook_settings):
@@ -178,3 +182,16 @@ def test_session_rounds_are_unique_texts(hook_settings):
         first = False
         session.answer("Tennis." if session.pending.purpose.endswith("answer") else "1. The ball is yellow.")
     assert len(texts) == len(set(texts)) >= 2
+
+
+def test_a_stale_cache_fails_the_task_load_with_one_message(monkeypatch, tmp_path):
+    import sqlite3
+
+    monkeypatch.setenv(lmms_hooks.ENV_WORK_DIR, str(tmp_path))
+    lmms_hooks.install_settings(None)
+    with sqlite3.connect(tmp_path / "stages.sqlite") as conn:  # a cache written by schema 1
+        conn.execute("PRAGMA user_version=1")
+    with pytest.raises(documents.TaskLoadError, match="schema version 1") as err:
+        documents.calibration_docs([{"index": 0, "seed": 0}])
+    assert err.value.code == 2
+    lmms_hooks.install_settings(None)
