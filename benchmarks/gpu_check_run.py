@@ -14,8 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from edct_task.config import calibration_config, config_from_dict  # noqa: E402
-from edct_task.engine.runner import run  # noqa: E402
+from edct_task.config import calibration_config, config_from_dict
+from edct_task.engine.runner import run
 
 
 def main() -> int:

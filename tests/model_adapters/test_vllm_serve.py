@@ -141,8 +141,11 @@ def test_a_crashing_server_fails_with_its_log(fake_vllm, tmp_path) -> None:
 
 
 def test_a_server_that_never_gets_healthy_is_stopped(fake_vllm, tmp_path) -> None:
-    clock = iter(range(0, 10_000, 10))
     log = tmp_path / "x.log"
+
+    def clock() -> float:  # time passes once the fake has started its engine child
+        return 1000.0 if log.exists() and "engine pid" in log.read_text() else 0.0
+
     with pytest.raises(ServeError, match="not healthy after 30 s"):
         start_server(
             "judge",
@@ -151,7 +154,7 @@ def test_a_server_that_never_gets_healthy_is_stopped(fake_vllm, tmp_path) -> Non
             extra_args=["--never-healthy"],
             wait_s=30,
             poll_s=0.05,
-            clock=lambda: float(next(clock)),
+            clock=clock,
             log_path=log,
         )
     assert _gone(_engine_pid(log))
