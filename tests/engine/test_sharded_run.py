@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.vllm_server import free_port
 
 from edct_task.engine.sharding import Shard, shard_from_env, sum_counts
 from edct_task.roles import ConfigError
@@ -20,7 +21,8 @@ N = 24
 BIN = Path(sys.executable).parent
 DEMO = ["-m", "edct_task.cli.main", "demo", "--behavior", "mixed:0.5", "-n", str(N), "--no-progress"]
 LAUNCHERS = {
-    "torchrun": [str(BIN / "torchrun"), "--nproc_per_node", "2"],
+    # --standalone: a rendezvous on a free local port (tests run in parallel)
+    "torchrun": [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2"],
     # accelerate's --cpu needs MPI for several processes; its torchrun-based launcher runs on CPU
     "accelerate": [
         *(str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1"),
@@ -55,7 +57,8 @@ def single(tmp_path_factory) -> tuple[Path, float]:
 def test_two_ranks_write_the_single_process_results(single, launcher: str, tmp_path: Path) -> None:
     one, one_s = single
     out = tmp_path / "run"
-    two_s = _edct([*LAUNCHERS[launcher], *DEMO], out)
+    port = ["--main_process_port", str(free_port())] if launcher == "accelerate" else []
+    two_s = _edct([*LAUNCHERS[launcher], *port, *DEMO], out)
     print(f"\nedct run, {N} calibration samples: 1 process {one_s:.1f} s, {launcher} 2 ranks {two_s:.1f} s")
     r1, lines1, images1 = _folder(one)
     r2, lines2, images2 = _folder(out)

@@ -9,11 +9,13 @@ every logged sample must equal those of one process.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
 import pytest
 from support.lmms_helpers import VENV_BIN, offline_env, read_results, read_samples, run_cli
+from support.vllm_server import free_port
 
 pytestmark = pytest.mark.slow
 LIMIT = 8
@@ -23,7 +25,7 @@ ARGS += ["--limit", str(LIMIT), "--log_samples"]
 # accelerate's --cpu needs MPI for more than one process; its torchrun-based launcher works on
 # CPU-only machines, where lmms-eval then joins the ranks over gloo
 ACCELERATE = ["launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1"]
-ACCELERATE += ["--mixed_precision", "no", "--dynamo_backend", "no", "-m", "lmms_eval"]
+ACCELERATE += ["--mixed_precision", "no", "--dynamo_backend", "no"]
 
 
 def _comparable(sample: dict, work_dir: Path) -> str:
@@ -34,13 +36,15 @@ def _comparable(sample: dict, work_dir: Path) -> str:
 def test_two_ranks_give_the_scores_and_samples_of_one_process(tmp_path: Path) -> None:
     one, two = tmp_path / "one", tmp_path / "two"
     started = time.perf_counter()
-    run_cli([str(VENV_BIN / "lmms-eval"), *ARGS, "--output_path", str(one / "out")], offline_env(one), 600)
+    # `python -m`, as accelerate runs it: this checkout's code first on sys.path in both runs
+    run_cli(
+        [sys.executable, "-m", "lmms_eval", *ARGS, "--output_path", str(one / "out")], offline_env(one), 600
+    )
     single_s = time.perf_counter() - started
     started = time.perf_counter()
+    launch = [str(VENV_BIN / "accelerate"), *ACCELERATE, "--main_process_port", str(free_port())]
     ranks = run_cli(
-        [str(VENV_BIN / "accelerate"), *ACCELERATE, *ARGS, "--output_path", str(two / "out")],
-        offline_env(two),
-        600,
+        [*launch, "-m", "lmms_eval", *ARGS, "--output_path", str(two / "out")], offline_env(two), 600
     )
     double_s = time.perf_counter() - started
     print(
