@@ -66,8 +66,9 @@ if grep -q '^    base_url:' "$WORK/serve.out"; then
     check batching 180 "$PY" benchmarks/bench_vllm_batching.py --base-url "$URL" --model tiny \
         --requests 64 --new-tokens 64
     stop_server
-    if [ -n "$VLLM_PID" ] && pgrep -g "$VLLM_PID" >/dev/null; then
-        line vllm-stop FAIL "processes left in group $VLLM_PID: $(pgrep -g "$VLLM_PID" | tr '\n' ' ')"
+    LEFT=$(ps -o pid=,stat= -g "$VLLM_PID" 2>/dev/null | awk '$2 !~ /^Z/ {print $1}' | tr '\n' ' ')
+    if [ -n "$VLLM_PID" ] && [ -n "$LEFT" ]; then  # zombies awaiting their reaper do not count
+        line vllm-stop FAIL "processes left in group $VLLM_PID: $LEFT"
         FAILED=$((FAILED + 1))
     else
         line vllm-stop ok "SIGTERM to edct serve; no process of the server is left"
