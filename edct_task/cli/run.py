@@ -95,6 +95,12 @@ def run(args: argparse.Namespace) -> int:
     from edct_task.scoring.table import score_table
 
     outcome = run_edct(config)
+    if outcome.shard is not None and not outcome.shard.is_main:
+        print(
+            f"rank {outcome.shard.rank} of {outcome.shard.world_size}: "
+            f"{len(outcome.records)} samples, sent to rank 0"
+        )
+        return 0
     roles = outcome.results["config"]["roles"]
     cfg = outcome.results["config"]
     target = " ".join(f"{k}={v}" for k, v in roles["target"].items())

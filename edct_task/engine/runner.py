@@ -25,6 +25,7 @@ from edct_task import __version__, prompts
 from edct_task.config import DataSection, RunConfig
 from edct_task.engine.lockstep import build_dispatcher, run_samples
 from edct_task.engine.records import SCHEMA_VERSION, SampleInput, SampleRecord
+from edct_task.engine.sharding import Shard, gather_run, shard_from_env
 from edct_task.engine.stage_cache import ImageStore, StageCache
 from edct_task.engine.workspace import check_writable, claim, storage_error
 from edct_task.roles import build_roles
@@ -40,6 +41,9 @@ class RunOutcome:
     records: list[SampleRecord]
     results: dict[str, Any]
     output_dir: Path
+    shard: Shard | None = None
+    """Set in a multi-process run; on ranks other than 0, ``records`` are this rank's share and
+    ``results`` is empty (rank 0 writes the output folder)."""
 
 
 def load_samples(data: DataSection, images: ImageStore) -> list[SampleInput | SampleRecord]:
@@ -87,9 +91,10 @@ def run(config: RunConfig) -> RunOutcome:
     out_dir, cache_dir = config.output_dir, config.resolved_cache_dir
     check_writable(out_dir, "output folder")
     check_writable(cache_dir, "cache folder")
-    with claim(out_dir):
+    shard = shard_from_env()  # torchrun / accelerate: this process's share of the documents
+    with claim(out_dir) if shard is None or shard.is_main else contextlib.nullcontext():
         try:
-            return _run(config, out_dir, cache_dir)
+            return _run(config, out_dir, cache_dir, shard)
         except Exception as exc:
             stop = storage_error(exc)
             if stop is None:
@@ -97,12 +102,15 @@ def run(config: RunConfig) -> RunOutcome:
             raise stop from exc
 
 
-def _run(config: RunConfig, out_dir: Path, cache_dir: Path) -> RunOutcome:
+def _run(config: RunConfig, out_dir: Path, cache_dir: Path, shard: Shard | None = None) -> RunOutcome:
     protocol, limits = config.protocol, config.limits
     images = ImageStore(cache_dir)
     started = time.perf_counter()
     with StageCache(cache_dir) as cache, build_roles(config.role_specs()) as roles:
         samples = load_samples(config.data, images)
+        order = {(s.sample.id if isinstance(s, SampleRecord) else s.id): i for i, s in enumerate(samples)}
+        if shard is not None:
+            samples = shard.take(samples)
         with build_dispatcher(
             roles,
             images,
@@ -116,10 +124,15 @@ def _run(config: RunConfig, out_dir: Path, cache_dir: Path) -> RunOutcome:
             unreadable = [s for s in samples if isinstance(s, SampleRecord)]
             inputs = [s for s in samples if isinstance(s, SampleInput)]
             done = run_samples(inputs, protocol, dispatcher, limits)
-            order = {(s.sample.id if isinstance(s, SampleRecord) else s.id): i for i, s in enumerate(samples)}
             records = sorted([*done, *unreadable], key=lambda r: order[r.sample.id])
         usage = role_usage(roles.by_role())
         identities = roles.identities()
+    calls = dispatcher.stats.as_dict()
+    if shard is not None:
+        gathered = gather_run(shard, records, usage, calls, order)
+        if gathered is None:  # rank 0 writes the one output folder
+            return RunOutcome(records, {}, out_dir, shard)
+        records, usage, calls = gathered
     elapsed = time.perf_counter() - started
 
     results = {
@@ -140,11 +153,11 @@ def _run(config: RunConfig, out_dir: Path, cache_dir: Path) -> RunOutcome:
         "results": summarise(records, seed=protocol.seed, n_resamples=config.bootstrap_resamples),
         "judge_agreement": judge_agreement(records),
         "usage": usage,
-        "calls": dispatcher.stats.as_dict(),
+        "calls": calls,
         "wall_seconds": round(elapsed, 3),
     }
     write_outputs(out_dir, records, results, images)
-    return RunOutcome(records, results, out_dir)
+    return RunOutcome(records, results, out_dir, shard)
 
 
 def write_outputs(

@@ -153,6 +153,8 @@ class EdctReference(_lmms_base()):  # type: ignore[misc]
         self.latency_s = float(latency_s)
         self.batch_size_per_gpu = int(batch_size) if str(batch_size).isdigit() else 1
         self.calls = 0
+        self.device = device or "cpu"
+        """Where lmms-eval puts the tensors it gathers across ranks (accelerate / torchrun runs)."""
 
     def _system_prompts(self) -> tuple[str, ...]:
         from edct_task.calibration import world

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -84,9 +85,10 @@ def test_stability_gives_mean_and_sample_sd(tmp_path: Path, capsys: pytest.Captu
 def test_serve_without_vllm_says_how_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    monkeypatch.setenv("PATH", str(tmp_path))  # no vllm executable anywhere
-    assert main(["serve", "target", "Qwen/Qwen3-VL-8B-Instruct", "--port", "8011"]) == 1
-    assert "pip install vllm" in capsys.readouterr().err
+    monkeypatch.setenv("EDCT_VLLM_PYTHON", sys.executable)  # the main environment has no vllm
+    assert main(["serve", "target", "Qwen/Qwen3-VL-8B-Instruct", "--port", "8011"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot import vllm" in err and "pip install vllm" in err
     with pytest.raises(SystemExit) as exc:
         main(["serve", "editor", "some-model"])
     assert exc.value.code == 2

@@ -6,6 +6,8 @@ are built in memory with the ``tokenizers`` library, since nothing may come from
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -165,7 +167,7 @@ def offline(monkeypatch):
 OPTIONS = {
     "pipeline": "flux-kontext",
     "dtype": "float32",
-    "device": "cpu",
+    "device": os.environ.get("EDCT_TEST_DEVICE", "cpu"),  # benchmarks/gpu_check.sh runs these on cuda
     "local_files_only": True,
     "num_inference_steps": 2,
     "call_kwargs": {"_auto_resize": False, "max_sequence_length": 16, "max_area": 32 * 24},

@@ -234,7 +234,10 @@ def owlv2(owlv2_dir) -> ZeroShotDetector:
 
 @pytest.fixture(scope="module")
 def sam2(sam2_dir) -> Sam2Segmenter:
-    return build_segmenter({"backend": "sam2", "model": sam2_dir})
+    # benchmarks/gpu_check.sh runs the SAM2 tests with EDCT_TEST_DEVICE=cuda
+    return build_segmenter(
+        {"backend": "sam2", "model": sam2_dir, "device": os.environ.get("EDCT_TEST_DEVICE", "cpu")}
+    )
 
 
 def _assert_detections(d: Detections, image: Image.Image, threshold: float, max_boxes: int) -> None:

