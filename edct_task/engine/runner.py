@@ -106,27 +106,31 @@ def _run(config: RunConfig, out_dir: Path, cache_dir: Path, shard: Shard | None 
     protocol, limits = config.protocol, config.limits
     images = ImageStore(cache_dir)
     started = time.perf_counter()
-    with StageCache(cache_dir) as cache, build_roles(config.role_specs()) as roles:
+    # the cache (its schema) and the data are checked before any backend is built
+    with StageCache(cache_dir) as cache:
         samples = load_samples(config.data, images)
         order = {(s.sample.id if isinstance(s, SampleRecord) else s.id): i for i, s in enumerate(samples)}
         if shard is not None:
             samples = shard.take(samples)
-        with build_dispatcher(
-            roles,
-            images,
-            cache,
-            protocol=protocol,
-            gate=config.verification,
-            limits=limits,
-            call_log=config.call_log,
-            progress=config.progress,
-        ) as dispatcher:
+        with (
+            build_roles(config.role_specs()) as roles,
+            build_dispatcher(
+                roles,
+                images,
+                cache,
+                protocol=protocol,
+                gate=config.verification,
+                limits=limits,
+                call_log=config.call_log,
+                progress=config.progress,
+            ) as dispatcher,
+        ):
             unreadable = [s for s in samples if isinstance(s, SampleRecord)]
             inputs = [s for s in samples if isinstance(s, SampleInput)]
             done = run_samples(inputs, protocol, dispatcher, limits)
             records = sorted([*done, *unreadable], key=lambda r: order[r.sample.id])
-        usage = role_usage(roles.by_role())
-        identities = roles.identities()
+            usage = role_usage(roles.by_role())
+            identities = roles.identities()
     calls = dispatcher.stats.as_dict()
     if shard is not None:
         gathered = gather_run(shard, records, usage, calls, order)

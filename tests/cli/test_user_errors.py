@@ -99,3 +99,16 @@ def test_bad_yaml_names_the_file(tmp_path: Path, capsys) -> None:
     path.write_text("roles: [unclosed\n")
     rc, err = _run(["run", "--config", str(path)], capsys)
     assert rc == 2 and str(path) in err and "not valid YAML" in err
+
+
+def test_an_unreadable_data_path_fails_before_any_backend_is_built(config_file, capsys, monkeypatch) -> None:
+    built: list[str] = []
+    for kind, factories in roles_mod.REGISTRY.items():
+        for name, factory in list(factories.items()):
+            monkeypatch.setitem(
+                roles_mod.REGISTRY[kind], name, lambda o, _f=factory, _n=name: built.append(_n) or _f(o)
+            )
+    path = config_file(lambda c: c.update(data={"source": "dataset", "path": "/nonexistent/edct-bench"}))
+    rc, err = _run(["run", "--config", str(path)], capsys)
+    assert rc == 2 and err.startswith("edct: data error:") and "/nonexistent/edct-bench" in err
+    assert "Traceback" not in err and built == []
