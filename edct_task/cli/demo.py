@@ -73,9 +73,14 @@ def run(args: argparse.Namespace) -> int:
         config = cfg.config_from_dict(base, args.overrides)
         config = config.model_copy(update={"cache_dir": cache, "progress": not args.no_progress})
         t = time.perf_counter()
-        results[b] = run_edct(config).results
+        outcome = run_edct(config)
+        if outcome.shard is not None and not outcome.shard.is_main:
+            continue  # rank 0 gathers every run, writes it and the report
+        results[b] = outcome.results
         seconds[b] = time.perf_counter() - t
         print(f"{b}: {seconds[b]:.1f} s", flush=True)
+    if not results:
+        return 0
 
     folders = {out / _folder(b): b for b in behaviors}
     collection = collect(list(folders), folders)

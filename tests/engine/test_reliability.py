@@ -126,18 +126,27 @@ def test_an_output_folder_that_cannot_be_written_fails_before_any_work(tmp_path:
     assert rc == 2 and "is not writable" in err and "Traceback" not in err
 
 
+def _run_argv(tmp_path: Path, out: Path, n: int) -> list[str]:
+    import yaml
+
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(_config(tmp_path, "unused", n=n).model_dump(mode="json")))
+    return ["run", "--config", str(path), "--output", str(out)]
+
+
 def test_a_second_run_on_a_folder_in_use_is_refused(tmp_path: Path, capsys) -> None:
     out = tmp_path / "out"
     out.mkdir()
+    argv = _run_argv(tmp_path, out, 2)
     lock = claim(out)
     try:
-        rc = main(["demo", "-n", "2", "--no-progress", "--output", str(out)])
+        rc = main(argv)
     finally:
         lock.release()
     err = capsys.readouterr().err
     assert rc == 2 and "another edct run is using the output folder" in err
     assert not (out / "results.json").exists()
-    assert main(["demo", "-n", "2", "--no-progress", "--output", str(out)]) == 0  # free again
+    assert main(argv) == 0  # free again
 
 
 def test_a_full_disk_stops_the_run_with_one_line_and_resume_finishes_it(
@@ -153,7 +162,7 @@ def test_a_full_disk_stops_the_run_with_one_line_and_resume_finishes_it(
         return original(self, key, value, stage=stage, meta=meta)
 
     monkeypatch.setattr(stage_cache.StageCache, "put", filling)
-    argv = ["demo", "-n", "4", "--no-progress", "--output", str(tmp_path / "out")]
+    argv = _run_argv(tmp_path, tmp_path / "out", 4)
     rc = main(argv)
     err = capsys.readouterr().err
     assert rc == 1 and "Traceback" not in err

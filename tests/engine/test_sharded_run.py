@@ -12,14 +12,16 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from support.vllm_server import free_port
 
+from edct_task.config import calibration_config
 from edct_task.engine.sharding import Shard, shard_from_env, sum_counts
 from edct_task.roles import ConfigError
 
 N = 24
 BIN = Path(sys.executable).parent
-DEMO = ["-m", "edct_task.cli.main", "demo", "--behavior", "mixed:0.5", "-n", str(N), "--no-progress"]
+RUN = ["-m", "edct_task.cli.main", "run", "--no-progress", "--config"]
 LAUNCHERS = {
     # --standalone: a rendezvous on a free local port (tests run in parallel)
     "torchrun": [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2"],
@@ -47,18 +49,28 @@ def _folder(out: Path) -> tuple[dict, list[str], dict[str, bytes]]:
 
 
 @pytest.fixture(scope="module")
-def single(tmp_path_factory) -> tuple[Path, float]:
+def config(tmp_path_factory) -> Path:
+    raw = calibration_config("mixed:0.5", n=N).model_dump(mode="json")
+    path = tmp_path_factory.mktemp("config") / "run.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory, config: Path) -> tuple[Path, float]:
     out = tmp_path_factory.mktemp("single") / "run"
-    return out, _edct([sys.executable, *DEMO], out)
+    return out, _edct([sys.executable, *RUN, str(config)], out)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
-def test_two_ranks_write_the_single_process_results(single, launcher: str, tmp_path: Path) -> None:
+def test_two_ranks_write_the_single_process_results(
+    single, config: Path, launcher: str, tmp_path: Path
+) -> None:
     one, one_s = single
     out = tmp_path / "run"
     port = ["--main_process_port", str(free_port())] if launcher == "accelerate" else []
-    two_s = _edct([*LAUNCHERS[launcher], *port, *DEMO], out)
+    two_s = _edct([*LAUNCHERS[launcher], *port, *RUN, str(config)], out)
     print(f"\nedct run, {N} calibration samples: 1 process {one_s:.1f} s, {launcher} 2 ranks {two_s:.1f} s")
     r1, lines1, images1 = _folder(one)
     r2, lines2, images2 = _folder(out)
