@@ -97,13 +97,7 @@ class AnnotationSession:
             "original": {"answer": record.baseline.answer, "explanation": record.baseline.explanation}
             if record.baseline
             else None,
-            "instruction": {
-                "concept": ins.concept,
-                "keep": ins.keep,
-                "change": ins.change,
-                "how": ins.how,
-                "constraints": ins.constraints,
-            },
+            "instruction": ins.model_dump(),
             "earlier_edits": [e.change for e in earlier],
             "new": {"answer": step.requery.answer, "explanation": step.requery.explanation}
             if step.requery

@@ -11,7 +11,6 @@ rendered with the same functions as ``check_edit``'s artefacts.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from edct_task.engine.files import place
 from verification.gate_maps import heatmap_rgb, overlay_rgb, unpack_gate_maps
 
 __all__ = ["THUMB_SIDE", "ImageWriter", "Picture"]
@@ -98,7 +98,7 @@ class ImageWriter:
                 self.missing.append(ref)
             else:
                 if not full.exists():
-                    _place(Path(src), full)
+                    place(Path(src), full)
                 picture = self._picture(ref, size)
         else:
             self.missing.append(ref)
@@ -158,14 +158,3 @@ class ImageWriter:
                 self._thumb(img, thumb)
             out[kind] = self._picture(name, img.size, ext)
         return out
-
-
-def _place(src: Path, dst: Path) -> None:
-    tmp = dst.with_name(dst.name + ".tmp")
-    if tmp.exists():
-        tmp.unlink()
-    try:
-        os.link(src, tmp)
-    except OSError:
-        shutil.copyfile(src, tmp)
-    os.replace(tmp, dst)

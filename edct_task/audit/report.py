@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 from collections import Counter
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from typing import Any, Protocol
 
 from edct_task.audit.embed import attribute, script_json_element
 from edct_task.audit.images import ImageWriter, Picture
+from edct_task.engine.files import atomic_write
 from edct_task.engine.records import ChainStep, EditAttempt, SampleRecord
 
 __all__ = ["AUDIT_FORMAT_VERSION", "AuditSummary", "RunLike", "sample_page_name", "write_audit"]
@@ -166,13 +166,7 @@ def _step_view(step: ChainStep, before_ref: str, images: ImageWriter) -> dict[st
     target = step.edit_target
     return {
         "index": step.index,
-        "instruction": {
-            "concept": ins.concept,
-            "keep": ins.keep,
-            "change": ins.change,
-            "how": ins.how,
-            "constraints": ins.constraints,
-        },
+        "instruction": ins.model_dump(),
         "edit_target": None
         if target is None
         else {
@@ -321,12 +315,6 @@ def _page(kind: str, title: str, data: dict[str, Any], asset_prefix: str) -> str
     )
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def write_audit(run: RunLike, out_dir: Path, *, source: str = "") -> AuditSummary:
     """Write the audit report of ``run`` into ``out_dir`` (created; existing report files replaced).
 
@@ -366,9 +354,9 @@ def write_audit(run: RunLike, out_dir: Path, *, source: str = "") -> AuditSummar
             "total": len(pages),
         }
         data = {"run": {"source": source}, "sample": view, "nav": nav, "prefix": "../"}
-        _atomic_write(out_dir / "samples" / page, _page("sample", f"EDCT audit: sample {i + 1}", data, "../"))
+        atomic_write(out_dir / "samples" / page, _page("sample", f"EDCT audit: sample {i + 1}", data, "../"))
     by_status = dict(Counter(r.status for r in records))
-    _atomic_write(
+    atomic_write(
         out_dir / "index.html",
         _page("index", "EDCT audit report", {"run": summary, "rows": rows, "by_status": by_status}, ""),
     )
@@ -381,7 +369,7 @@ def write_audit(run: RunLike, out_dir: Path, *, source: str = "") -> AuditSummar
         "images": written,
         "missing_images": sorted(set(images.missing)),
     }
-    _atomic_write(out_dir / "audit.json", json.dumps(manifest, indent=2) + "\n")
+    atomic_write(out_dir / "audit.json", json.dumps(manifest, indent=2) + "\n")
     return AuditSummary(
         out_dir=out_dir,
         samples=len(records),

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from edct_task.cli.options import optional_path
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
@@ -23,12 +25,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--run", dest="run_dir", type=Path, required=True, metavar="RUN", help="the run the labels are of"
     )
-    p.add_argument(
+    optional_path(
+        p,
         "--out",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="folder for agreement.md, .csv and .json (default RUN/agreement; the Markdown is also printed)",
+        "DIR",
+        "folder for agreement.md, .csv and .json (default RUN/agreement; the Markdown is also printed)",
     )
 
 

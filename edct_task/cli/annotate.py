@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from edct_task.cli.options import optional_path
+
 DEFAULT_PORT = 8770
 
 
@@ -36,13 +38,7 @@ def add_parser(sub: Any) -> None:
         "--port", type=int, default=DEFAULT_PORT, help=f"port to serve on ({DEFAULT_PORT}; 0 = any free port)"
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1: this machine only)")
-    p.add_argument(
-        "--labels",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="label file (default RUN/annotations/<annotator>.jsonl)",
-    )
+    optional_path(p, "--labels", "FILE", "label file (default RUN/annotations/<annotator>.jsonl)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from edct_task.cli.options import optional_path
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
@@ -22,12 +24,11 @@ def add_parser(sub: Any) -> None:
         metavar="RUN",
         help="an `edct run` output folder or lmms-eval output with logged samples",
     )
-    p.add_argument(
+    optional_path(
+        p,
         "--out",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="report folder, index.html is written there (default RUN/audit, where `edct report` finds it)",
+        "DIR",
+        "report folder, index.html is written there (default RUN/audit, where `edct report` finds it)",
     )
 
 

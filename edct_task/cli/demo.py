@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from edct_task.cli.options import add_progress_and_overrides
+
 DEFAULT_BEHAVIORS = ("faithful", "prior", "stale", "mixed:0.5")
 
 
@@ -32,15 +34,7 @@ def add_parser(sub: Any) -> None:
     )
     demo.add_argument("-n", "--samples", type=int, default=300, help="number of calibration samples (300)")
     demo.add_argument("--output", type=Path, default=Path("runs/demo"), help="output folder (runs/demo)")
-    demo.add_argument("--no-progress", action="store_true", help="hide the per-stage progress bars")
-    demo.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config value of every run, e.g. --set protocol.k=1 (repeatable)",
-    )
+    add_progress_and_overrides(demo, of=" of every run")
 
 
 def _folder(behavior: str) -> str:

@@ -53,6 +53,15 @@ COMMANDS = (
 """Modules of ``edct_task.cli``, each adding one or more sub-commands."""
 
 
+USER_ERRORS: dict[type, str] = {
+    ConfigError: "configuration error: ",
+    BenchDataError: "data error: ",
+    CacheSchemaError: "cache error: ",
+    RunReadError: "",
+}
+"""User errors (exit 2, one line) and the prefix of their message."""
+
+
 def _modules() -> list[ModuleType]:
     return [importlib.import_module(f"edct_task.cli.{name}") for name in COMMANDS]
 
@@ -88,17 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         return owners[args.command].run(args)
-    except ConfigError as exc:
-        print(f"edct: configuration error: {exc}", file=sys.stderr)
-        return 2
-    except BenchDataError as exc:
-        print(f"edct: data error: {exc}", file=sys.stderr)
-        return 2
-    except CacheSchemaError as exc:
-        print(f"edct: cache error: {exc}", file=sys.stderr)
-        return 2
-    except RunReadError as exc:
-        print(f"edct: {exc}", file=sys.stderr)
+    except (ConfigError, BenchDataError, CacheSchemaError, RunReadError) as exc:
+        prefix = next(text for kind, text in USER_ERRORS.items() if isinstance(exc, kind))
+        print(f"edct: {prefix}{exc}", file=sys.stderr)
         return 2
     except StorageError as exc:
         print(exc.advice(), file=sys.stderr)

@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from edct_task.cli.options import add_progress_and_overrides
 from edct_task.roles import ConfigError
 
 
@@ -29,15 +30,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         help="exit 3 when more than FRACTION of the samples end unscored or in error "
         "(default: exit 3 only when no sample was scored)",
     )
-    p.add_argument("--no-progress", action="store_true", help="hide the per-stage progress bars")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config value, e.g. --set protocol.k=1 (repeatable)",
-    )
+    add_progress_and_overrides(p)
 
 
 def _add_lmms_options(p: argparse.ArgumentParser) -> None:

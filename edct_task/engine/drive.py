@@ -9,7 +9,7 @@ run), and closes the generator in every case. Every driver — the batched locks
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from edct_task.engine.protocol import Protocol, ProtocolConfig, sample_protocol
 from edct_task.engine.records import SampleInput, SampleRecord
@@ -54,3 +54,56 @@ class SampleRun:
     def close(self) -> None:
         """Abandon the sample (the driver is shutting down); idempotent."""
         self._gen.close()
+
+
+class SampleQueue:
+    """A driver's samples: started up to ``window`` at a time, finished ones kept in input order.
+
+    ``admit()`` starts samples while fewer than ``window`` are in progress and returns the new
+    runs with their first requests; ``advanced(run, requests)`` records what a sample asked for
+    next (``None``: it finished); ``records()`` gives every finished record in input order;
+    ``close()`` abandons what is still in progress.
+    """
+
+    def __init__(
+        self,
+        samples: Iterable[SampleInput],
+        config: ProtocolConfig,
+        *,
+        window: int | None = None,
+        on_record: Callable[[SampleRecord], None] | None = None,
+    ) -> None:
+        self._waiting = list(samples)
+        self._order = {s.id: i for i, s in enumerate(self._waiting)}
+        self._limit = window or len(self._waiting) or 1
+        self._config, self._on_record = config, on_record
+        self.active: dict[str, tuple[SampleRun, tuple[Request, ...]]] = {}
+        self._records: dict[str, SampleRecord] = {}
+
+    def admit(self) -> list[tuple[SampleRun, tuple[Request, ...]]]:
+        started = []
+        while self._waiting and len(self.active) < self._limit:
+            run = SampleRun(self._waiting.pop(0), self._config)
+            requests = run.start()
+            if self.advanced(run, requests):
+                started.append((run, requests))
+        return started
+
+    def advanced(self, run: SampleRun, requests: tuple[Request, ...] | None) -> bool:
+        """Note ``run``'s next requests; False (and its record kept) when it has finished."""
+        if requests is not None:
+            self.active[run.sample.id] = (run, requests)
+            return True
+        self.active.pop(run.sample.id, None)
+        assert run.record is not None
+        self._records[run.sample.id] = run.record
+        if self._on_record is not None:
+            self._on_record(run.record)
+        return False
+
+    def records(self) -> list[SampleRecord]:
+        return sorted(self._records.values(), key=lambda r: self._order[r.sample.id])
+
+    def close(self) -> None:
+        for run, _ in self.active.values():
+            run.close()

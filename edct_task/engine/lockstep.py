@@ -19,12 +19,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from edct_task.engine.dispatch import CallLog, Concurrency, Dispatcher, Observer, Progress
-from edct_task.engine.drive import SampleRun
+from edct_task.engine.drive import SampleQueue, SampleRun
 from edct_task.engine.handlers import handler_table
 from edct_task.engine.pipeline import run_pipelined
 from edct_task.engine.protocol import ProtocolConfig
 from edct_task.engine.records import SampleInput, SampleRecord
-from edct_task.engine.requests import Request
 from edct_task.engine.stage_cache import ImageStore, StageCache
 from edct_task.roles import Roles
 from verification.gate import GateParams
@@ -124,40 +123,18 @@ def run_lockstep(
     on_record: Callable[[SampleRecord], None] | None = None,
 ) -> list[SampleRecord]:
     """Advance every sample's protocol in lockstep, ``window`` samples at a time (None = all)."""
-    queue = list(samples)
-    order = {s.id: i for i, s in enumerate(queue)}
-    records: dict[str, SampleRecord] = {}
-    active: dict[str, tuple[SampleRun, tuple[Request, ...]]] = {}
-    limit = window or len(queue) or 1
-
-    def settle(run: SampleRun, pending: tuple[Request, ...] | None) -> None:
-        if pending is not None:
-            active[run.sample.id] = (run, pending)
-            return
-        active.pop(run.sample.id, None)
-        assert run.record is not None
-        records[run.sample.id] = run.record
-        if on_record is not None:
-            on_record(run.record)
-
-    def admit() -> None:
-        while queue and len(active) < limit:
-            run = SampleRun(queue.pop(0), protocol)
-            settle(run, run.start())
-
+    runs = SampleQueue(samples, protocol, window=window, on_record=on_record)
     try:
-        admit()
-        while active:
-            flat = [(sid, req) for sid, (_, reqs) in active.items() for req in reqs]
+        runs.admit()
+        while runs.active:
+            flat = [(run, req) for run, reqs in runs.active.values() for req in reqs]
             replies = dispatcher.resolve([req for _, req in flat])
-            by_sample: dict[str, list[object]] = {}
-            for (sid, _), reply in zip(flat, replies, strict=True):
-                by_sample.setdefault(sid, []).append(reply)
-            for sid, sample_replies in by_sample.items():
-                run, _ = active[sid]
-                settle(run, run.send(tuple(sample_replies)))
-            admit()
+            by_sample: dict[str, tuple[SampleRun, list[object]]] = {}
+            for (run, _), reply in zip(flat, replies, strict=True):
+                by_sample.setdefault(run.sample.id, (run, []))[1].append(reply)
+            for run, sample_replies in by_sample.values():
+                runs.advanced(run, run.send(tuple(sample_replies)))
+            runs.admit()
     finally:
-        for run, _ in active.values():
-            run.close()
-    return sorted(records.values(), key=lambda r: order[r.sample.id])
+        runs.close()
+    return runs.records()

@@ -22,7 +22,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from edct_task.engine.dispatch import Dispatcher
-from edct_task.engine.drive import SampleRun
+from edct_task.engine.drive import SampleQueue, SampleRun
 from edct_task.engine.protocol import ProtocolConfig
 from edct_task.engine.records import SampleInput, SampleRecord
 from edct_task.engine.requests import Failure, Request
@@ -174,23 +174,11 @@ def run_pipelined(
 
     ``window`` bounds the samples in progress at once (None = all); records come back in input order.
     """
-    pending = list(samples)
-    order = {s.id: i for i, s in enumerate(pending)}
-    limit = window or len(pending) or 1
+    runs = SampleQueue(samples, protocol, window=window, on_record=on_record)
     ready: queue.Queue[tuple[SampleRun, tuple[object, ...] | BaseException]] = queue.Queue()
-    records: dict[str, SampleRecord] = {}
-    active: dict[str, SampleRun] = {}
     pipeline = Pipeline(dispatcher, window_s=batch_window_s)
 
-    def launch(run: SampleRun, requests: tuple[Request, ...] | None) -> None:
-        if requests is None:
-            active.pop(run.sample.id, None)
-            assert run.record is not None
-            records[run.sample.id] = run.record
-            if on_record is not None:
-                on_record(run.record)
-            return
-        active[run.sample.id] = run
+    def launch(run: SampleRun, requests: tuple[Request, ...]) -> None:
         futures = [pipeline.submit(r) for r in requests]
         left = [len(futures)]
         lock = threading.Lock()
@@ -207,20 +195,20 @@ def run_pipelined(
             f.add_done_callback(one_done)
 
     def admit() -> None:
-        while pending and len(active) < limit:
-            run = SampleRun(pending.pop(0), protocol)
-            launch(run, run.start())
+        for run, requests in runs.admit():
+            launch(run, requests)
 
     try:
         admit()
-        while active:
+        while runs.active:
             run, replies = ready.get()
             if isinstance(replies, BaseException):
                 raise replies
-            launch(run, run.send(replies))
+            requests = run.send(replies)
+            if runs.advanced(run, requests):
+                launch(run, requests)  # type: ignore[arg-type]
             admit()
     finally:
         pipeline.close()
-        for run in active.values():
-            run.close()
-    return sorted(records.values(), key=lambda r: order[r.sample.id])
+        runs.close()
+    return runs.records()

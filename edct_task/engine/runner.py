@@ -11,10 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import os
 import platform
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from importlib import metadata
@@ -23,6 +20,7 @@ from typing import Any
 
 from edct_task import __version__, prompts
 from edct_task.config import DataSection, RunConfig
+from edct_task.engine.files import atomic_write, place
 from edct_task.engine.lockstep import build_dispatcher, run_samples
 from edct_task.engine.records import SCHEMA_VERSION, SampleInput, SampleRecord
 from edct_task.engine.sharding import Shard, gather_run, shard_from_env
@@ -168,31 +166,10 @@ def write_outputs(
     out_dir: Path, records: list[SampleRecord], results: dict[str, Any], images: ImageStore
 ) -> None:
     """results.json, samples.jsonl and the chain images (``run_outputs.image_files``), atomically."""
-    _atomic_text(out_dir / RESULTS_FILE, json.dumps(results, indent=2, sort_keys=False) + "\n")
-    _atomic_text(out_dir / SAMPLES_FILE, "".join(r.model_dump_json() + "\n" for r in records))
+    atomic_write(out_dir / RESULTS_FILE, json.dumps(results, indent=2, sort_keys=False) + "\n")
+    atomic_write(out_dir / SAMPLES_FILE, "".join(r.model_dump_json() + "\n" for r in records))
     for r in records:
         for name, ref in image_files(r).items():
             target = out_dir / name
             target.parent.mkdir(parents=True, exist_ok=True)
-            _place(images.path(ref), target)
-
-
-def _place(src: Path, dst: Path) -> None:
-    if dst.exists():
-        dst.unlink()
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copyfile(src, dst)
-
-
-def _atomic_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+            place(images.path(ref), target)

@@ -23,15 +23,12 @@ later moment. Power loss and OS crashes are out of scope by default (see ``Stage
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import json
 import math
-import os
 import re
 import sqlite3
-import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -43,6 +40,8 @@ from typing import Any, Literal
 
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
+
+from edct_task.engine.files import atomic_write
 
 __all__ = [
     "CACHE_SCHEMA_VERSION",
@@ -548,17 +547,8 @@ class ImageStore:
         target = self.path(ref)
         if target.is_file():
             return
-        data = content.png()
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{ref[:12]}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, target)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
+        atomic_write(target, content.png())
 
     def get(self, ref: str) -> Image.Image:
         """Load the image of ``ref`` as RGB, with its ``edct_`` text entries in ``.info``.

@@ -35,39 +35,8 @@ def _layout(header: list[str], body: list[list[str]], sep: str) -> list[str]:
     return lines
 
 
-def score_table(summary: dict[str, Any]) -> str:
-    """Rows: overall and each domain. CCS (3 decimals) with counts; then AC/EF (2 decimals)."""
-    rows = [("overall", summary["overall"]), *sorted(summary["per_domain"].items())]
-    ccs = _layout(
-        ["", *(n for n, _ in _CCS), *(n for n, _ in _COUNTS)],
-        [
-            [
-                label,
-                *(_cell(block["metrics"][key], 3) for _, key in _CCS),
-                *(str(block["counts"][key]) for _, key in _COUNTS),
-            ]
-            for label, block in rows
-        ],
-        "  ",
-    )
-    rates = _layout(
-        ["", *(n for n, _ in _RATES)],
-        [[label, *(_cell(block["metrics"][key], 2) for _, key in _RATES)] for label, block in rows],
-        " ",
-    )
-    return (
-        "\n".join(ccs)
-        + "\n\n"
-        + "\n".join(rates)
-        + "\n\n95% CIs: percentile bootstrap over samples (CCS);"
-        + "\nWilson score intervals (AC/EF at chain position k)."
-    )
-
-
-def runs_table(runs: dict[str, dict[str, Any]]) -> str:
-    """Several runs side by side (one row per run, e.g. ``edct demo``'s reference behaviours):
-    the overall CCS with counts, then AC/EF, in the same two 80-column tables as ``score_table``."""
-    rows = [(label, summary["overall"]) for label, summary in runs.items()]
+def _tables(rows: list[tuple[str, dict[str, Any]]]) -> str:
+    """The CCS table (3 decimals, with counts) and the AC/EF table (2 decimals) of ``rows``."""
     ccs = _layout(
         ["", *(n for n, _ in _CCS), *(n for n, _ in _COUNTS)],
         [
@@ -86,3 +55,19 @@ def runs_table(runs: dict[str, dict[str, Any]]) -> str:
         " ",
     )
     return "\n".join(ccs) + "\n\n" + "\n".join(rates)
+
+
+def score_table(summary: dict[str, Any]) -> str:
+    """Rows: overall and each domain. CCS (3 decimals) with counts; then AC/EF (2 decimals)."""
+    rows = [("overall", summary["overall"]), *sorted(summary["per_domain"].items())]
+    return (
+        _tables(rows)
+        + "\n\n95% CIs: percentile bootstrap over samples (CCS);"
+        + "\nWilson score intervals (AC/EF at chain position k)."
+    )
+
+
+def runs_table(runs: dict[str, dict[str, Any]]) -> str:
+    """Several runs side by side (one row per run, e.g. ``edct demo``'s reference behaviours):
+    the overall CCS with counts, then AC/EF, in the same two 80-column tables as ``score_table``."""
+    return _tables([(label, summary["overall"]) for label, summary in runs.items()])

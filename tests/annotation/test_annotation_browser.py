@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from support.audit_runs import HOSTILE_ID, HOSTILE_TEXTS, make_hostile
+from support.browser import watched_page
 
 from edct_task.annotation.app import AnnotationSession, create_app
 from edct_task.annotation.interventions import draw, judgeable_interventions
@@ -25,16 +26,7 @@ def _session(loaded: LoadedRun, labels: Path, items=None, n: int = 8) -> Annotat
 
 @pytest.fixture
 def page(browser):
-    # bypass_csp: Playwright's waits evaluate strings, which the page's CSP forbids; without the CSP
-    # the hostile-text test also shows that the escaping alone keeps model text inert
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, bypass_csp=True)
-    pg = context.new_page()
-    pg.errors = []
-    pg.dialogs = []
-    pg.on("pageerror", lambda exc: pg.errors.append(str(exc)))
-    pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
-    yield pg
-    context.close()
+    yield from watched_page(browser, 1400, 1000)
 
 
 def _settled(page, position: int) -> None:

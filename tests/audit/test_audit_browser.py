@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 from support.audit_runs import HOSTILE_ID, HOSTILE_TEXTS
+from support.browser import watched_page
 
 from edct_task.audit.report import write_audit
 from edct_task.config import calibration_config, config_from_dict
@@ -18,18 +19,7 @@ from edct_task.run_outputs import LoadedRun, load_run
 
 @pytest.fixture
 def page(browser):
-    # bypass_csp: Playwright's waits evaluate strings, which the pages' CSP forbids; without the CSP
-    # the hostile-text test also shows that the escaping alone keeps model text inert
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)
-    pg = context.new_page()
-    pg.errors = []
-    pg.requests = []
-    pg.dialogs = []
-    pg.on("pageerror", lambda exc: pg.errors.append(str(exc)))
-    pg.on("request", lambda req: pg.requests.append(req.url))
-    pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
-    yield pg
-    context.close()
+    yield from watched_page(browser, 1280, 900)
 
 
 def _shown(page) -> int:

@@ -8,12 +8,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-import datasets
 import pytest
 from PIL import Image
+from support.calibration_dataset import scene_png, write_calibration_dataset
 
 from edct_task import roles as roles_mod
-from edct_task.bench_data.format import features
 from edct_task.calibration import ReferenceVLM, generate_samples
 from edct_task.cli.main import main
 from edct_task.config import calibration_config, config_from_dict
@@ -43,47 +42,14 @@ class _PickyBatchVLM(ReferenceVLM):
         return super().generate(conversations, params)
 
 
-def _bench_dataset(path: Path, n: int, bad: dict[int, bytes]) -> None:
-    rows = []
-    for i, s in enumerate(generate_samples(n=n, seed=0)):
-        buf = io.BytesIO()
-        s.image.save(buf, format="PNG", pnginfo=_scene_info(s.image))
-        data = bad.get(i, buf.getvalue())
-        rows.append(
-            {
-                "id": s.id,
-                "domain": s.domain,
-                "question": s.question,
-                "system_prompt": s.system_prompt or "",
-                "source": "calibration",
-                "source_id": str(i),
-                "metadata": "{}",
-                "image": {"bytes": data, "path": None},
-            }
-        )
-    datasets.DatasetDict({"test": datasets.Dataset.from_list(rows, features=features())}).save_to_disk(
-        str(path)
-    )
-
-
-def _scene_info(image: Image.Image) -> Any:
-    from PIL.PngImagePlugin import PngInfo
-
-    info = PngInfo()
-    for k, v in image.info.items():
-        if isinstance(k, str) and k.startswith(stage_cache.IMAGE_META_PREFIX) and isinstance(v, str):
-            info.add_text(k, v)
-    return info
-
-
 def test_one_bad_image_costs_one_sample_not_its_batch(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setitem(roles_mod.REGISTRY["target"], "picky", lambda options: _PickyBatchVLM("faithful"))
     good = tmp_path / "good"
-    _bench_dataset(good, 5, {})
+    write_calibration_dataset(good, 5, {})
     tiny = io.BytesIO()
     Image.new("RGB", (1, 1)).save(tiny, format="PNG")
     mixed = tmp_path / "mixed"
-    _bench_dataset(mixed, 6, {5: tiny.getvalue()})
+    write_calibration_dataset(mixed, 6, {5: tiny.getvalue()})
 
     def cfg(name: str, data: Path) -> Any:
         raw = _config(tmp_path, name, target={"backend": "picky"}).model_dump(mode="json")
@@ -98,10 +64,8 @@ def test_one_bad_image_costs_one_sample_not_its_batch(tmp_path: Path, monkeypatc
 
 
 def test_a_truncated_image_is_that_rows_recorded_failure(tmp_path: Path) -> None:
-    buf = io.BytesIO()
-    generate_samples(n=1, seed=0)[0].image.save(buf, format="PNG")
     data = tmp_path / "bench"
-    _bench_dataset(data, 4, {2: buf.getvalue()[:300]})
+    write_calibration_dataset(data, 4, {2: scene_png(generate_samples(n=1, seed=0)[0].image)[:300]})
     raw = _config(tmp_path, "out").model_dump(mode="json")
     raw["data"] = {"source": "dataset", "path": str(data)}
     records = run(config_from_dict(raw)).records

@@ -4,7 +4,6 @@ no fault score exactly as in the fault-free run."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import random
@@ -14,48 +13,16 @@ import sys
 import time
 from pathlib import Path
 
-import datasets
 import pytest
 import yaml
+from support.calibration_dataset import scene_png, write_calibration_dataset
 
-from edct_task.bench_data.format import features
 from edct_task.calibration import generate_samples
 from edct_task.config import calibration_config
 
 pytestmark = pytest.mark.slow
 N = 100
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
-
-
-def _dataset(path: Path, broken: set[int]) -> list[str]:
-    rows, ids = [], []
-    for i, s in enumerate(generate_samples(n=N, seed=0)):
-        buf = io.BytesIO()
-        from PIL.PngImagePlugin import PngInfo
-
-        info = PngInfo()
-        for k, v in s.image.info.items():
-            if isinstance(k, str) and k.startswith("edct_") and isinstance(v, str):
-                info.add_text(k, v)
-        s.image.save(buf, format="PNG", pnginfo=info)
-        data = buf.getvalue()[:200] if i in broken else buf.getvalue()
-        ids.append(s.id)
-        rows.append(
-            {
-                "id": s.id,
-                "domain": s.domain,
-                "question": s.question,
-                "system_prompt": s.system_prompt or "",
-                "source": "calibration",
-                "source_id": str(i),
-                "metadata": "{}",
-                "image": {"bytes": data, "path": None},
-            }
-        )
-    datasets.DatasetDict({"test": datasets.Dataset.from_list(rows, features=features())}).save_to_disk(
-        str(path)
-    )
-    return ids
 
 
 def _config(tmp: Path, name: str, data: Path, judge: dict) -> Path:
@@ -91,8 +58,9 @@ def test_seeded_faults_and_sigkills_end_with_every_sample_recorded(tmp_path: Pat
     broken = set(rng.sample(range(N), 5))
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(SUPPORT.parent)}
     clean_data, faulty_data = tmp_path / "clean", tmp_path / "faulty"
-    ids = _dataset(clean_data, set())
-    _dataset(faulty_data, broken)
+    ids = write_calibration_dataset(clean_data, N)
+    originals = generate_samples(n=N, seed=0)
+    write_calibration_dataset(faulty_data, N, {i: scene_png(originals[i].image)[:200] for i in broken})
 
     clean_cfg = _config(tmp_path, "reference", clean_data, {"backend": "calibration-rules"})
     subprocess.run(_cmd(clean_cfg), env=env, check=True, capture_output=True, timeout=900)

@@ -52,3 +52,19 @@ def browser_fixture() -> Iterator[object]:
             yield browser
         finally:
             browser.close()
+
+
+def watched_page(browser: object, width: int, height: int) -> Iterator[object]:
+    """A fresh page that records page errors, requests and dialogs (dismissed) on itself.
+
+    ``bypass_csp``: Playwright's waits evaluate strings, which the pages' CSP forbids; without the
+    CSP the hostile-text tests also show that the escaping alone keeps model text inert.
+    """
+    context = browser.new_context(viewport={"width": width, "height": height}, bypass_csp=True)  # type: ignore[attr-defined]
+    page = context.new_page()
+    page.errors, page.requests, page.dialogs = [], [], []
+    page.on("pageerror", lambda exc: page.errors.append(str(exc)))
+    page.on("request", lambda req: page.requests.append(req.url))
+    page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
+    yield page
+    context.close()

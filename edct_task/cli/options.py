@@ -1,0 +1,24 @@
+"""Arguments several ``edct`` commands share."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def optional_path(p: argparse.ArgumentParser, flag: str, metavar: str, help: str) -> None:
+    """``flag PATH`` with no default (the command derives one from the run folder)."""
+    p.add_argument(flag, type=Path, default=None, metavar=metavar, help=help)
+
+
+def add_progress_and_overrides(p: argparse.ArgumentParser, *, of: str = "") -> None:
+    """``--no-progress`` and the repeatable ``--set KEY=VALUE`` config override."""
+    p.add_argument("--no-progress", action="store_true", help="hide the per-stage progress bars")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"override a config value{of}, e.g. --set protocol.k=1 (repeatable)",
+    )
