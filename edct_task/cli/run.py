@@ -144,10 +144,7 @@ def _kind(reason: str | None) -> str:
     """The failure kind of a record's reason: ``rate_limited``, ``verification``, …"""
     if not reason:
         return "no reason"
-    for marker in (": ", " ("):
-        head = reason.split(marker)[0]
-        if head != reason:
-            break
+    head = next((reason.split(marker)[0] for marker in (": ", " (") if marker in reason), reason)
     words = re.findall(r"\b([a-z]+_[a-z_]+)\b", reason)
     return words[0] if words else head[:40]
 
