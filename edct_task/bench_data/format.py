@@ -241,7 +241,7 @@ def bench_samples(location: str | Path | None, images: Any) -> list[Any]:
     """
     import datasets
 
-    from edct_task.engine.records import SampleInput, SampleRecord
+    from edct_task.core.records import SampleInput, SampleRecord
 
     ds = load_bench(location).cast_column("image", datasets.Image(decode=False))
     out: list[Any] = []

@@ -30,10 +30,10 @@ import sys
 from types import ModuleType
 
 from edct_task.bench_data.format import BenchDataError
+from edct_task.core.errors import ConfigError
 from edct_task.engine.stage_cache import CacheSchemaError
-from edct_task.engine.workspace import StorageError
-from edct_task.roles import ConfigError
-from edct_task.run_outputs import RunReadError
+from edct_task.engine.storage import StorageError
+from edct_task.run.outputs import RunReadError
 
 COMMANDS = (
     "run",

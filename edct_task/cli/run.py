@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from edct_task.cli.options import add_progress_and_overrides
-from edct_task.roles import ConfigError
+from edct_task.core.errors import ConfigError
 
 
 def _fraction(text: str) -> float:
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     if args.no_progress:
         config = config.model_copy(update={"progress": False})
 
-    from edct_task.engine.runner import run as run_edct
+    from edct_task.run.runner import run as run_edct
     from edct_task.scoring.table import score_table
 
     outcome = run_edct(config)

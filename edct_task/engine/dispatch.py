@@ -23,10 +23,10 @@ from typing import Any, Protocol
 
 from tqdm import tqdm
 
+from edct_task.core.requests import Failure, Request
 from edct_task.engine.handlers import Handler, HandlerTable
-from edct_task.engine.requests import Failure, Request
 from edct_task.engine.stage_cache import StageCache, fingerprint
-from edct_task.engine.workspace import storage_error
+from edct_task.engine.storage import storage_error
 
 STAGES = ("target", "concepts", "instructions", "edit_parse", "edit", "verify", "judge")
 

@@ -21,11 +21,11 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any
 
+from edct_task.core.records import SampleInput, SampleRecord
+from edct_task.core.requests import Failure, Request
 from edct_task.engine.dispatch import Dispatcher
 from edct_task.engine.drive import SampleQueue, SampleRun
 from edct_task.engine.protocol import ProtocolConfig
-from edct_task.engine.records import SampleInput, SampleRecord
-from edct_task.engine.requests import Failure, Request
 from edct_task.engine.stage_cache import fingerprint
 
 

@@ -28,7 +28,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from edct_task.engine.records import SampleRecord
+from edct_task.core.records import SampleRecord
 from edct_task.reporting.setup import canonical_json, dataset_manifest, sha256_text
 from edct_task.reporting.sources import (
     DEFAULT_RESAMPLES,
@@ -37,7 +37,7 @@ from edct_task.reporting.sources import (
     edct_runs_from_lmms,
     read_edct_run,
 )
-from edct_task.run_outputs import image_files
+from edct_task.run.outputs import image_files
 
 FORMAT = "edct-bundle"
 FORMAT_VERSION = 1
@@ -150,7 +150,7 @@ def _run_of(path: Path) -> tuple[EdctRun, dict[str, Any], dict[str, Any] | None,
 
 def create_bundle(run_path: Path, out: Path, *, with_images: bool = False) -> dict[str, Any]:
     """Pack the run at ``run_path`` into ``out``; return ``bundle.json``."""
-    from edct_task.run_outputs import RunReadError, load_run
+    from edct_task.run.outputs import RunReadError, load_run
 
     try:
         run, results, setup_source, kind = _run_of(run_path)

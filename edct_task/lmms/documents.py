@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from edct_task.bench_data.format import BenchDataError
-from edct_task.engine.records import SampleInput
-from edct_task.roles import ConfigError
+from edct_task.core.errors import ConfigError
+from edct_task.core.records import SampleInput
 
 ENV_DATA = "EDCT_BENCH_DATA"
 """Local path (``datasets.save_to_disk``) or hub id of the EDCT-Bench dataset (issue 6 format)."""
@@ -62,7 +62,7 @@ def fails_task_load(fn: Callable[P, T]) -> Callable[P, T]:
 
 def _engine_ready() -> Any:
     """Build the hooks' roles and stage cache now, so a bad ``$EDCT_CONFIG`` fails at task load."""
-    from edct_task.lmms.hooks import settings
+    from edct_task.lmms.settings import settings
 
     return settings()
 

@@ -23,6 +23,7 @@ from typing import Any
 from edct_task.config import RunConfig
 from edct_task.lmms import documents, turns
 from edct_task.lmms import hooks as lmms_hooks
+from edct_task.lmms.settings import Settings, build_settings
 from edct_task.lmms.turns import render_turn
 from model_adapters.contracts import ChatMessage, Completion, GenerationParams
 
@@ -173,19 +174,21 @@ def run_fastpath(
     lm: Any = None,
 ) -> dict[str, Any]:
     """Run the EDCT tasks ``tasks`` on lmms-eval model ``model``; returns lmms-eval's results dict."""
-    settings = lmms_hooks.build_settings(config)
-    lmms_hooks.install_settings(settings)
+    if lm is None:
+        lm = build_model(model, model_args, batch_size=batch_size, device=device)
+    target = LmmsTarget(lm, model, model_args)
+    settings = build_settings(config, target=target)
     try:
         return _evaluate(
-            settings, model, model_args, tasks, output_path, log_samples, limit, batch_size, device, lm
+            settings, target, model, model_args, tasks, output_path, log_samples, limit, batch_size, device
         )
     finally:
-        lmms_hooks.install_settings(None)
         settings.close()
 
 
 def _evaluate(
-    settings: lmms_hooks.Settings,
+    settings: Settings,
+    target: LmmsTarget,
     model: str,
     model_args: str,
     tasks: str,
@@ -194,7 +197,6 @@ def _evaluate(
     limit: int | None,
     batch_size: int | str | None,
     device: str | None,
-    lm: Any,
 ) -> dict[str, Any]:
     from lmms_eval.evaluator_utils import (
         consolidate_group_results,
@@ -207,15 +209,12 @@ def _evaluate(
     from lmms_eval.tasks import TaskManager, get_task_dict
     from lmms_eval.utils import get_datetime_str, handle_non_serializable, hash_string
 
-    from edct_task.engine.lockstep import build_dispatcher, run_samples
-    from edct_task.engine.runner import _versions
+    from edct_task.engine.lockstep import run_samples
     from edct_task.lmms.plugin import task_dir
+    from edct_task.run.runner import _versions
 
     started = time.perf_counter()
     tracker = EvaluationTracker(output_path=str(output_path))
-    if lm is None:
-        lm = build_model(model, model_args, batch_size=batch_size, device=device)
-    target = LmmsTarget(lm, model, model_args)
 
     manager = TaskManager("WARNING", include_path=task_dir(), model_name=model)
     names = manager.match_tasks([t.strip() for t in tasks.split(",") if t.strip()])
@@ -246,26 +245,18 @@ def _evaluate(
         for _, doc in chosen:
             samples.append(documents.sample_of(doc, settings.images.put(documents.doc_image(doc))))
 
-    settings.roles.target = target
-    limits = settings.config.limits
-    with build_dispatcher(
-        settings.roles,
-        settings.images,
-        settings.cache,
-        protocol=settings.protocol,
-        gate=settings.config.verification,
-        limits=limits,
-        progress=settings.config.progress,
-    ) as dispatcher:
-        records = run_samples(samples, settings.protocol, dispatcher, limits)
+    limits, dispatcher = settings.config.limits, settings.dispatcher
+    records = run_samples(samples, settings.protocol, dispatcher, limits)
     by_id = {r.sample.id: r for r in records}
+    setup = settings.describe()
 
     # score through the task's own hooks, as lmms-eval's evaluator would
     for task_output, chosen in plan:
         task = task_output.task
         for doc_id, doc in chosen:
-            response = lmms_hooks.final_response(by_id[str(doc["id"])])
-            metrics = task.process_results(doc, [response])
+            record = by_id[str(doc["id"])]
+            response = lmms_hooks.final_response(record)  # what lmms-eval's loop logs as the response
+            metrics = lmms_hooks.record_results(record, settings.images, setup)
             for metric, value in metrics.items():
                 task_output.sample_metrics[(metric, "none")].append(value)
             if log_samples:
@@ -324,7 +315,7 @@ def _evaluate(
             "driver": f"edct run ({limits.schedule} schedule)",
         },
         "edct": {
-            **settings.describe(),
+            **setup,
             "limits": limits.model_dump(mode="json"),
             "target": target.identity(),
             "target_generate_calls": target.calls,

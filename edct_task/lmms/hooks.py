@@ -21,145 +21,25 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import threading
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from edct_task import prompts
-from edct_task.config import RunConfig, calibration_config, load_config
+from edct_task.core.records import SampleInput, SampleRecord
+from edct_task.core.requests import AskTarget, Request
 from edct_task.engine.dispatch import Dispatcher
 from edct_task.engine.drive import SampleRun
-from edct_task.engine.lockstep import build_dispatcher
 from edct_task.engine.protocol import ProtocolConfig
-from edct_task.engine.records import SampleInput, SampleRecord, SampleScores
-from edct_task.engine.requests import AskTarget, Request
-from edct_task.engine.stage_cache import CacheSchemaError, ImageStore, StageCache
-from edct_task.engine.workspace import check_writable
 from edct_task.lmms.documents import doc_image, sample_of
+from edct_task.lmms.settings import settings
 from edct_task.lmms.turns import first_turn_text, target_images, turn_text
-from edct_task.roles import ConfigError, Roles, build_roles
 from edct_task.scoring import metrics as scoring
 from model_adapters.contracts import Completion
 
 log = logging.getLogger(__name__)
 
-ENV_CONFIG = "EDCT_CONFIG"
-"""Path of an EDCT YAML config whose non-target roles, protocol and gate the lmms-eval task uses."""
-ENV_WORK_DIR = "EDCT_WORK_DIR"
-"""Folder for the stage cache and the content-addressed images (default: the config's cache dir)."""
-
-DEFAULT_WORK_DIR = Path("runs/edct-lmms")
-
 COUNT_NAMES = ("n_scored", "n_excluded", "n_unscored", "n_error")
 SETUP_NAME = "edct"
 """Key whose per-sample value is the audit digest with the full setup (logged with each sample);
 it has no task-level value (``edct_task.lmms.aggregation.audit``)."""
-
-
-# ----------------------------------------------------------------------------- settings
-
-
-@dataclass
-class Settings:
-    """Everything the hooks need besides lmms-eval's model, built once per process."""
-
-    config: RunConfig
-    roles: Roles
-    images: ImageStore
-    cache: StageCache
-    dispatcher: Dispatcher
-    work_dir: Path
-
-    @property
-    def protocol(self) -> ProtocolConfig:
-        return self.config.protocol
-
-    def describe(self) -> dict[str, Any]:
-        """What the results must state: roles (without target), protocol, gate, prompt versions."""
-        roles = {r: s.as_dict() for r, s in self.config.role_specs().items() if r != "target"}
-        return {
-            "roles": roles,
-            "protocol": self.protocol.model_dump(mode="json"),
-            "verification": self.config.verification.model_dump(mode="json"),
-            "prompt_versions": prompts.prompt_versions(),
-            "config_file": os.environ.get(ENV_CONFIG) or None,
-            "work_dir": str(self.work_dir),
-        }
-
-    def close(self) -> None:
-        """Shut the pools, the stage cache and every backend down."""
-        self.dispatcher.close()
-        self.cache.close()
-        self.roles.close()
-
-
-_settings: Settings | None = None
-_settings_lock = threading.Lock()
-
-
-def hook_config() -> RunConfig:
-    """The EDCT config for the lmms-eval task: ``$EDCT_CONFIG`` or the calibration roles."""
-    path = os.environ.get(ENV_CONFIG)
-    if path:
-        return load_config(Path(path))
-    return calibration_config(output_dir=DEFAULT_WORK_DIR)
-
-
-def settings() -> Settings:
-    """Build (once) the roles, stage cache and dispatcher; fails early with a config message."""
-    global _settings
-    with _settings_lock:
-        if _settings is None:
-            _settings = build_settings(hook_config())
-        return _settings
-
-
-def install_settings(value: Settings | None) -> None:
-    """Use ``value`` for the hooks of this process (the fast path installs its own config)."""
-    global _settings
-    with _settings_lock:
-        _settings = value
-
-
-def build_settings(config: RunConfig, work_dir: Path | None = None) -> Settings:
-    """The stage cache first (a stale cache folder is refused before anything is built), then the
-    non-target roles."""
-    if work_dir is None:
-        env = os.environ.get(ENV_WORK_DIR)
-        work_dir = Path(env) if env else config.resolved_cache_dir
-    work_dir = Path(work_dir).resolve()
-    check_writable(work_dir, "cache folder")
-    try:
-        cache = StageCache(work_dir)
-    except CacheSchemaError as exc:
-        raise ConfigError(str(exc)) from None
-    specs = {r: s for r, s in config.role_specs().items() if r != "target"}
-    try:
-        roles = build_roles(specs, require_target=False)
-    except ConfigError as exc:
-        cache.close()
-        source = os.environ.get(ENV_CONFIG) or "the built-in calibration roles"
-        raise ConfigError(
-            f"EDCT roles for the lmms-eval task (from {source}, set ${ENV_CONFIG}): {exc}"
-        ) from None
-    protocol = config.protocol
-    needed = rounds_needed(protocol)
-    if needed > 12:
-        log.warning(
-            "k=%d needs %d target rounds; raise generation_kwargs.max_agentic_steps", protocol.k, needed
-        )
-    images = ImageStore(work_dir)
-    dispatcher = build_dispatcher(
-        roles, images, cache, protocol=protocol, gate=config.verification, limits=config.limits
-    )
-    return Settings(config, roles, images, cache, dispatcher, work_dir)
-
-
-def rounds_needed(protocol: ProtocolConfig) -> int:
-    """Target rounds of one sample: answer and why at baseline and after each of k edits."""
-    return 2 * (protocol.k + 1)
 
 
 # ----------------------------------------------------------------------------- the compat driver
@@ -358,17 +238,18 @@ def process_results(doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
     A metric the sample does not count for (None) is left out, so lmms-eval's ``mean`` skips it.
     """
     record = parse_final(doc, results)
-    out: dict[str, Any] = {k: v for k, v in sample_values(record).items() if v is not None}
-    for name in COUNT_NAMES:
-        out[name] = int(record.status == name[2:])
     try:
         s = settings()
         images, setup = s.images, s.describe()
     except Exception as exc:  # the digest is still useful without resolved paths
         images, setup = None, {"error": f"{type(exc).__name__}: {exc}"}
+    return record_results(record, images, setup)
+
+
+def record_results(record: SampleRecord, images: Any | None, setup: dict[str, Any]) -> dict[str, Any]:
+    """What ``process_results`` returns for one record (the fast path calls it with its records)."""
+    out: dict[str, Any] = {k: v for k, v in sample_values(record).items() if v is not None}
+    for name in COUNT_NAMES:
+        out[name] = int(record.status == name[2:])
     out[SETUP_NAME] = {**audit(record, images), "setup": setup}
     return out
-
-
-def scores_equal(a: SampleScores | None, b: SampleScores | None) -> bool:
-    return (a.model_dump() if a else None) == (b.model_dump() if b else None)

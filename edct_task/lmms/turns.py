@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from edct_task.core.records import SampleInput
+from edct_task.core.requests import AskTarget, Message
 from edct_task.engine.protocol import opening
-from edct_task.engine.records import SampleInput
-from edct_task.engine.requests import AskTarget, Message
 
 _HISTORY_HEAD = "Earlier in this conversation you were shown the image and asked:"
 _HISTORY_ANSWER = "You answered:"

@@ -21,7 +21,7 @@ from edct_task.audit.links import ValidationOutputs, markdown_lines, validation_
 from edct_task.reporting import paper_tables
 from edct_task.reporting.figures import Panel, Point, figure5, rank_correlation
 from edct_task.reporting.setup import setup_label
-from edct_task.reporting.sources import Collection, collect
+from edct_task.reporting.sources import BundleReader, Collection, collect
 from edct_task.reporting.tables import Table, to_csv, to_latex, to_markdown
 
 REPORT_JSON = "report.json"
@@ -122,10 +122,14 @@ def write_table(table: Table, out: Path) -> list[str]:
 
 
 def build_report(
-    paths: Sequence[Path], out: Path, labels: Mapping[Path, str] | None = None
+    paths: Sequence[Path],
+    out: Path,
+    labels: Mapping[Path, str] | None = None,
+    *,
+    read_bundle: BundleReader | None = None,
 ) -> dict[str, Any]:
     """Read ``paths``, write every table, Fig. 5 and report.json into ``out``; return report.json."""
-    collection = collect(paths, labels)
+    collection = collect(paths, labels, read_bundle=read_bundle)
     return write_report(collection, out)
 
 

@@ -14,9 +14,9 @@ from support.lmms_helpers import lmms_eval_cmd, offline_env, read_results, read_
 from support.sources_fixture import photo_image, write_sources
 
 from edct_task.bench_data import ENV_DATA, BuildRequest, build_bench
-from edct_task.config import calibration_config
 from edct_task.lmms import documents
 from edct_task.lmms import hooks as lmms_hooks
+from edct_task.lmms import settings as lmms_settings
 
 COUNTS = {"okvqa": 1, "drivelm": 1, "3dsr": 1}
 HOOKS = {"okvqa": documents.okvqa_docs, "drivelm": documents.drivelm_docs, "3dsr": documents.threedsr_docs}
@@ -34,10 +34,9 @@ def photo_bench(tmp_path_factory):
 def hook_settings(tmp_path, monkeypatch, photo_bench):
     monkeypatch.delenv("EDCT_CONFIG", raising=False)
     monkeypatch.setenv(ENV_DATA, str(photo_bench))
-    s = lmms_hooks.build_settings(calibration_config(), work_dir=tmp_path / "work")
-    lmms_hooks.install_settings(s)
-    yield s
-    lmms_hooks.install_settings(None)
+    monkeypatch.setenv(lmms_settings.ENV_WORK_DIR, str(tmp_path / "work"))
+    yield lmms_settings.settings()
+    lmms_settings.release()
 
 
 def test_compat_driver_completes_on_photographs(hook_settings):

@@ -208,7 +208,7 @@ def test_rank_ranges_from_ci_overlap():
 
 def test_real_run_with_images_and_report_reads_bundles(tmp_path):
     from edct_task.config import calibration_config
-    from edct_task.engine.runner import run
+    from edct_task.run.runner import run
 
     cfg = calibration_config("faithful", n=4, output_dir=tmp_path / "run").model_copy(
         update={"progress": False, "bootstrap_resamples": 500}  # verified with the run's own resamples

@@ -6,10 +6,11 @@ import pytest
 import yaml
 
 from edct_task.config import calibration_config
+from edct_task.core.requests import Message
 from edct_task.engine.lockstep import build_dispatcher, run_lockstep
-from edct_task.engine.requests import Message
 from edct_task.lmms import documents, turns
 from edct_task.lmms import hooks as lmms_hooks
+from edct_task.lmms import settings as lmms_settings
 from edct_task.lmms.hooks import Session
 from edct_task.lmms.turns import parse_turn, render_turn
 from edct_task.roles import build_roles
@@ -20,10 +21,9 @@ from task_configs import TASK_DIR
 @pytest.fixture()
 def hook_settings(tmp_path, monkeypatch):
     monkeypatch.delenv("EDCT_CONFIG", raising=False)
-    s = lmms_hooks.build_settings(calibration_config(n=12), work_dir=tmp_path / "work")
-    lmms_hooks.install_settings(s)
-    yield s
-    lmms_hooks.install_settings(None)
+    monkeypatch.setenv(lmms_settings.ENV_WORK_DIR, str(tmp_path / "work"))
+    yield lmms_settings.settings()
+    lmms_settings.release()
 
 
 def test_render_and_parse_turn_round_trip():
@@ -51,7 +51,7 @@ def test_yaml_metric_list_is_the_hooks_metric_list():
     assert [m["metric"] for m in config["metric_list"]] == lmms_hooks.metric_names()
     assert set(scoring.METRIC_NAMES) <= set(lmms_hooks.metric_names())
     assert config["output_type"] == "generate_until_agentic"
-    assert config["generation_kwargs"]["max_agentic_steps"] >= lmms_hooks.rounds_needed(
+    assert config["generation_kwargs"]["max_agentic_steps"] >= lmms_settings.rounds_needed(
         calibration_config().protocol
     )
 
@@ -76,14 +76,12 @@ def test_bench_tasks_say_how_to_configure_data(monkeypatch, tmp_path):
     import datasets
 
     monkeypatch.delenv(documents.ENV_DATA, raising=False)
-    monkeypatch.setenv(lmms_hooks.ENV_WORK_DIR, str(tmp_path))
-    lmms_hooks.install_settings(None)
+    monkeypatch.setenv(lmms_settings.ENV_WORK_DIR, str(tmp_path))
     stub = datasets.Dataset.from_list([{documents.STUB_COLUMN: "x"}])
     with pytest.raises(documents.TaskLoadError, match="EDCT_BENCH_DATA") as err:
         documents.okvqa_docs(stub)
     assert err.value.code == 2
-    lmms_hooks.settings().close()
-    lmms_hooks.install_settings(None)
+    lmms_settings.release()
 
 
 def test_bench_tasks_filter_a_built_dataset(tmp_path, monkeypatch, hook_settings):
@@ -187,11 +185,10 @@ def test_session_rounds_are_unique_texts(hook_settings):
 def test_a_stale_cache_fails_the_task_load_with_one_message(monkeypatch, tmp_path):
     import sqlite3
 
-    monkeypatch.setenv(lmms_hooks.ENV_WORK_DIR, str(tmp_path))
-    lmms_hooks.install_settings(None)
+    monkeypatch.setenv(lmms_settings.ENV_WORK_DIR, str(tmp_path))
     with sqlite3.connect(tmp_path / "stages.sqlite") as conn:  # a cache written by schema 1
         conn.execute("PRAGMA user_version=1")
     with pytest.raises(documents.TaskLoadError, match="schema version 1") as err:
         documents.calibration_docs([{"index": 0, "seed": 0}])
     assert err.value.code == 2
-    lmms_hooks.install_settings(None)
+    lmms_settings.release()

@@ -1,6 +1,6 @@
 """Synthetic EDCT records and ``edct run`` output folders, in the runner's own file format.
 
-``write_edct_run`` writes what ``edct_task.engine.runner.run`` writes (``results.json`` with
+``write_edct_run`` writes what ``edct_task.run.runner.run`` writes (``results.json`` with
 ``config`` / ``prompt_versions`` / ``results`` from ``summarise``, and ``samples.jsonl``), with
 chosen scores so reports and leaderboards can be checked against known numbers.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from edct_task import prompts
 from edct_task.config import calibration_config
-from edct_task.engine.records import SampleInput, SampleRecord, SampleScores
+from edct_task.core.records import SampleInput, SampleRecord, SampleScores
 from edct_task.scoring.metrics import summarise
 
 DOMAINS = ("okvqa", "drivelm", "3dsr")

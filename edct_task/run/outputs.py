@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from edct_task.engine.records import SampleRecord
+from edct_task.core.records import SampleRecord
 
 RESULTS_FILE = "results.json"
 SAMPLES_FILE = "samples.jsonl"

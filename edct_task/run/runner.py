@@ -20,14 +20,15 @@ from typing import Any
 
 from edct_task import __version__, prompts
 from edct_task.config import DataSection, RunConfig
+from edct_task.core.records import SCHEMA_VERSION, SampleInput, SampleRecord
 from edct_task.engine.files import atomic_write, place
 from edct_task.engine.lockstep import build_dispatcher, run_samples
-from edct_task.engine.records import SCHEMA_VERSION, SampleInput, SampleRecord
-from edct_task.engine.sharding import Shard, gather_run, shard_from_env
 from edct_task.engine.stage_cache import ImageStore, StageCache
-from edct_task.engine.workspace import check_writable, claim, storage_error
+from edct_task.engine.storage import storage_error
 from edct_task.roles import build_roles
-from edct_task.run_outputs import RESULTS_FILE, SAMPLES_FILE, image_files
+from edct_task.run.outputs import RESULTS_FILE, SAMPLES_FILE, image_files
+from edct_task.run.sharding import Shard, gather_run, shard_from_env
+from edct_task.run.workspace import check_writable, claim
 from edct_task.scoring.metrics import judge_agreement, summarise
 from model_adapters.usage import role_usage
 
