@@ -28,6 +28,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from edct_task.core.errors import UserError
 from edct_task.core.records import SampleRecord
 from edct_task.reporting.setup import canonical_json, dataset_manifest, sha256_text
 from edct_task.reporting.sources import (
@@ -46,7 +47,7 @@ _ZIP_DATE = (2020, 1, 1, 0, 0, 0)
 _VERSIONED = ("edct-bench", "lmms-eval", "numpy", "scipy", "pydantic", "transformers", "torch")
 
 
-class BundleError(ValueError):
+class BundleError(UserError, ValueError):
     """A bundle that cannot be made or read; the message names the file and what is wrong."""
 
 

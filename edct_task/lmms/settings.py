@@ -34,7 +34,6 @@ ENV_WORK_DIR = "EDCT_WORK_DIR"
 DEFAULT_WORK_DIR = Path("runs/edct-lmms")
 
 
-
 @dataclass
 class Settings:
     """Everything the hooks need besides lmms-eval's model, built once per process."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edct_task.core.errors import UserError
 from edct_task.core.records import SampleInput, SampleRecord
 from edct_task.reporting.benchmarks import BenchmarkScore, benchmark_score, is_edct_task
 from edct_task.reporting.lmms_results import (
@@ -34,7 +35,7 @@ DEFAULT_RESAMPLES = 10_000
 TOLERANCE = 1e-9
 
 
-class ReportInputError(ValueError):
+class ReportInputError(UserError, ValueError):
     """An input path that cannot be read (the message names it and says what was expected)."""
 
 

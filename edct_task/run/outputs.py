@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from edct_task.core.errors import UserError
 from edct_task.core.records import SampleRecord
 
 RESULTS_FILE = "results.json"
@@ -30,7 +31,7 @@ SAMPLES_FILE = "samples.jsonl"
 IMAGES_DIR = "images"
 
 
-class RunReadError(ValueError):
+class RunReadError(UserError, ValueError):
     """A path is not a readable run; the message says what was expected there."""
 
 
