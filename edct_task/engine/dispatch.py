@@ -1,20 +1,22 @@
 """Answering requests: the handler table, wrapped by the stage cache, watched by observers.
 
-``Dispatcher.resolve`` takes one round of requests (from any number of samples) and returns their
-replies in order: identical requests of a round are sent once; the stage cache answers what it
-knows (``CachedHandler``, the shape of lm-eval's ``CachingLM``: same interface as the handler it
-wraps, only cache misses reach the backend, only successes are stored); the misses of each
-request type are cut into that handler's batches and run on its pool. Statistics, progress bars
-and the call log are ``Observer``s; none of them changes a reply.
+``Dispatcher`` is the one request resolver of a run. ``resolve`` takes one round of requests (from
+any number of samples) and returns their replies in order; ``submit`` takes one request and
+returns the future of its reply. Either way identical requests in flight are sent once; the
+stage cache answers what it knows (``CachedHandler``, the shape of lm-eval's ``CachingLM``: same
+interface as the handler it wraps, only cache misses reach the backend, only successes are
+stored); the misses are cut into each handler's batches and run on its pool. Statistics, progress
+bars and the call log are ``Observer``s; none of them changes a reply.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -209,10 +211,71 @@ class Concurrency:
     verify: int = 2
 
 
-class Dispatcher:
-    """Answers rounds of requests through the handler table (see the module docstring).
+class _Batcher:
+    """Continuous micro-batching of one handler's requests (the target's), the way a serving engine
+    batches: a batch goes out when ``size`` requests wait, ``window_s`` after the first of them
+    arrived, or as soon as a slot frees while requests wait (``slots`` batches in flight)."""
 
-    A context manager: leaving it shuts the pools down and closes the observers.
+    def __init__(self, send: Callable[[list[_Item]], Future], size: int, slots: int, window_s: float) -> None:
+        self._send, self.size, self.window_s = send, max(1, size), window_s
+        self._slots = threading.Semaphore(slots)
+        self._items: list[_Item] = []
+        self._first: float | None = None
+        self._cond = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name="edct-batcher", daemon=True)
+        self._thread.start()
+
+    def add(self, item: _Item) -> None:
+        with self._cond:
+            if not self._items:
+                self._first = time.monotonic()
+            self._items.append(item)
+            self._cond.notify()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._items and not self._closed:
+                    self._cond.wait()
+                if self._closed and not self._items:
+                    return
+                deadline = (self._first or time.monotonic()) + self.window_s
+                while len(self._items) < self.size and not self._closed:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+            self._slots.acquire()  # while no slot is free, more requests gather into this batch
+            with self._cond:
+                batch, self._items = self._items[: self.size], self._items[self.size :]
+                self._first = time.monotonic() if self._items else None
+            if not batch:
+                self._slots.release()
+                continue
+            self._send(batch).add_done_callback(lambda _f: self._slots.release())
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join()
+
+
+_Item = tuple[Request, str, Future]
+"""A request waiting for a backend: the request, its cache key, the future of its reply."""
+
+
+class Dispatcher:
+    """The one request resolver of a run (see the module docstring): de-duplication of requests in
+    flight, the stage cache, batching, the pools, timing and the observers, for both schedules and
+    the lmms-eval compat driver.
+
+    ``submit`` answers one request with a future (the pipelined schedule: target requests are
+    micro-batched continuously); ``resolve`` answers a round of requests at once (the lockstep
+    schedule and the compat driver: the misses of each request type are cut into that handler's
+    batches). Both go through ``_admit`` and ``_send``. A context manager: leaving it stops the
+    batchers, shuts the pools down and closes the observers.
     """
 
     def __init__(
@@ -222,79 +285,125 @@ class Dispatcher:
         *,
         concurrency: Concurrency = Concurrency(),
         observers: Sequence[Observer] = (),
+        batch_window_s: float = 0.02,
     ) -> None:
         self.handlers = {
             kind: CachedHandler(h, cache) if cache is not None else _Uncached(h)
             for kind, h in handlers.items()
         }
         self.concurrency = concurrency
+        self.batch_window_s = batch_window_s
         self.stats = CallStats()
         self.observers: tuple[Observer, ...] = (self.stats, *observers)
         self._pools = {
             name: ThreadPoolExecutor(n, thread_name_prefix=f"edct-{name}")
             for name, n in vars(concurrency).items()
         }
+        self._lock = threading.Lock()
+        self._inflight: dict[str, Future] = {}
+        self._batchers: dict[type, _Batcher] = {}
 
     def notify(self, method: str, *args: Any) -> None:
         """Tell every observer (``issued`` / ``answered``)."""
         for o in self.observers:
             getattr(o, method)(*args)
 
-    def pool(self, name: str) -> ThreadPoolExecutor:
-        return self._pools[name]
-
-    def pool_size(self, name: str) -> int:
-        return int(getattr(self.concurrency, name))
+    def submit(self, request: Request) -> Future:
+        """The future reply of ``request``; a miss goes to its handler's batcher or pool at once."""
+        future, item = self._admit(request)
+        if item is not None:
+            batcher = self._batcher(type(request))
+            if batcher is not None:
+                batcher.add(item)
+            else:
+                self._send(self.handlers[type(request)], [item])
+        return future
 
     def resolve(self, requests: Sequence[Request]) -> list[object]:
-        """Replies for ``requests``, in order (see the module docstring)."""
-        replies: list[object] = [None] * len(requests)
-        twins: dict[str, list[int]] = {}  # key -> indices answered by the one call in flight
-        misses: dict[type, list[tuple[int, str]]] = {}
-        stages: list[str] = []
-        for i, request in enumerate(requests):
-            handler = self.handlers[type(request)]
-            stage = handler.stage(request)
-            stages.append(stage)
-            self.notify("issued", stage)
-            key = fingerprint(handler.key(request))
-            if key in twins:
-                twins[key].append(i)
-                self.notify("answered", stage, "hit", 0.0, key)
-                continue
-            hit = handler.cached(key)
-            if hit is not None:
-                replies[i] = hit
-                self.notify("answered", stage, "hit", 0.0, key)
-                continue
-            twins[key] = [i]
-            misses.setdefault(type(request), []).append((i, key))
-        futures: list[tuple[list[tuple[int, str]], Future]] = []
+        """Replies for one round of ``requests``, in order (a storage stop is raised)."""
+        futures: list[Future] = []
+        misses: dict[type, list[_Item]] = {}
+        for request in requests:
+            future, item = self._admit(request)
+            futures.append(future)
+            if item is not None:
+                misses.setdefault(type(request), []).append(item)
         for kind, items in misses.items():
             handler = self.handlers[kind]
             size = max(1, handler.batch_size)
             for start in range(0, len(items), size):
-                chunk = items[start : start + size]
-                batch = [requests[i] for i, _ in chunk]
-                futures.append((chunk, self._pools[handler.pool].submit(self._timed, handler, batch, chunk)))
-        for chunk, future in futures:
-            chunk_replies, seconds, cpu = future.result()
-            for (i, key), reply in zip(chunk, chunk_replies, strict=True):
-                how = "failure" if isinstance(reply, Failure) else "call"
-                self.notify("answered", stages[i], how, seconds / len(chunk), key, cpu / len(chunk))
-                for j in twins[key]:
-                    replies[j] = reply
-        return replies
+                self._send(handler, items[start : start + size])
+        return [f.result() for f in futures]
 
-    @staticmethod
-    def _timed(
-        handler: Any, batch: list[Request], chunk: list[tuple[int, str]]
-    ) -> tuple[list[object], float, float]:
-        start, cpu = time.perf_counter(), time.thread_time()
-        replies = handler.call_keyed(batch, [key for _, key in chunk])
-        return replies, time.perf_counter() - start, time.thread_time() - cpu
+    def _admit(self, request: Request) -> tuple[Future, _Item | None]:
+        """Count the request, then answer it from a twin in flight or the cache, or return it as a
+        miss to send."""
+        handler = self.handlers[type(request)]
+        stage = handler.stage(request)
+        self.notify("issued", stage)
+        key = fingerprint(handler.key(request))
+        with self._lock:
+            twin = self._inflight.get(key)
+            if twin is not None:
+                self.notify("answered", stage, "hit", 0.0, key)
+                return twin, None
+            future: Future = Future()
+            self._inflight[key] = future
+        hit = handler.cached(key)
+        if hit is not None:
+            self.notify("answered", stage, "hit", 0.0, key)
+            self._settle(key, future, hit)
+            return future, None
+        return future, (request, key, future)
+
+    def _send(self, handler: Any, batch: list[_Item]) -> Future:
+        """Run one batch on the handler's pool: timed, observed, every future settled (a storage
+        stop or a bug fails the batch's futures, so no waiting sample hangs)."""
+
+        def work() -> None:
+            try:
+                start, cpu = time.perf_counter(), time.thread_time()
+                replies = handler.call_keyed([r for r, _, _ in batch], [k for _, k, _ in batch])
+                seconds = (time.perf_counter() - start) / len(batch)
+                cpu_each = (time.thread_time() - cpu) / len(batch)
+                for (request, key, future), reply in zip(batch, replies, strict=True):
+                    how = "failure" if isinstance(reply, Failure) else "call"
+                    self.notify("answered", handler.stage(request), how, seconds, key, cpu_each)
+                    self._settle(key, future, reply)
+            except BaseException as exc:
+                for _, key, future in batch:
+                    self._settle(key, future, exc)
+
+        return self._pools[handler.pool].submit(work)
+
+    def _settle(self, key: str, future: Future, outcome: object) -> None:
+        with self._lock:
+            if self._inflight.get(key) is future:
+                del self._inflight[key]
+        if future.done():
+            return
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+
+    def _batcher(self, kind: type) -> _Batcher | None:
+        handler = self.handlers[kind]
+        if handler.batch_size <= 1:
+            return None
+        with self._lock:
+            batcher = self._batchers.get(kind)
+            if batcher is None:
+                slots = int(getattr(self.concurrency, handler.pool))
+                send = functools.partial(self._send, handler)
+                batcher = self._batchers[kind] = _Batcher(
+                    send, handler.batch_size, slots, self.batch_window_s
+                )
+            return batcher
 
     def close(self) -> None:
+        for batcher in self._batchers.values():
+            batcher.close()
         for pool in self._pools.values():
             pool.shutdown(wait=True)
         for o in self.observers:

@@ -89,7 +89,13 @@ def build_dispatcher(
     if call_log is not None:
         observers.append(CallLog(call_log))
     handlers = handler_table(roles, images, protocol, gate, target_batch_size=limits.target_batch_size)
-    return Dispatcher(handlers, cache, concurrency=limits.concurrency(), observers=observers)
+    return Dispatcher(
+        handlers,
+        cache,
+        concurrency=limits.concurrency(),
+        observers=observers,
+        batch_window_s=limits.batch_window_s,
+    )
 
 
 def run_samples(
@@ -108,7 +114,6 @@ def run_samples(
         protocol,
         dispatcher,
         window=limits.window,
-        batch_window_s=limits.batch_window_s,
         on_record=on_record,
     )
 

@@ -16,149 +16,14 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from typing import Any
 
 from edct_task.core.records import SampleInput, SampleRecord
-from edct_task.core.requests import Failure, Request
+from edct_task.core.requests import Request
 from edct_task.engine.dispatch import Dispatcher
 from edct_task.engine.drive import SampleQueue, SampleRun
 from edct_task.engine.protocol import ProtocolConfig
-from edct_task.engine.stage_cache import fingerprint
-
-
-class _Batcher:
-    """Continuous micro-batching of one handler's requests (the target's)."""
-
-    def __init__(
-        self,
-        submit: Callable[[list[tuple[Request, str, Future]]], Future],
-        size: int,
-        slots: int,
-        window_s: float,
-    ) -> None:
-        self._submit, self.size, self.window_s = submit, max(1, size), window_s
-        self._slots = threading.Semaphore(slots)
-        self._items: list[tuple[Request, str, Future]] = []
-        self._first: float | None = None
-        self._cond = threading.Condition()
-        self._closed = False
-        self._thread = threading.Thread(target=self._loop, name="edct-batcher", daemon=True)
-        self._thread.start()
-
-    def add(self, request: Request, key: str, future: Future) -> None:
-        with self._cond:
-            if not self._items:
-                self._first = time.monotonic()
-            self._items.append((request, key, future))
-            self._cond.notify()
-
-    def _loop(self) -> None:
-        while True:
-            with self._cond:
-                while not self._items and not self._closed:
-                    self._cond.wait()
-                if self._closed and not self._items:
-                    return
-                deadline = (self._first or time.monotonic()) + self.window_s
-                while len(self._items) < self.size and not self._closed:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        break
-                    self._cond.wait(left)
-            self._slots.acquire()  # while no slot is free, more requests gather into this batch
-            with self._cond:
-                batch, self._items = self._items[: self.size], self._items[self.size :]
-                self._first = time.monotonic() if self._items else None
-            if not batch:
-                self._slots.release()
-                continue
-            self._submit(batch).add_done_callback(lambda _f: self._slots.release())
-
-    def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-        self._thread.join()
-
-
-class Pipeline:
-    """Requests in, futures of replies out, through a ``Dispatcher``'s handlers, pools and observers."""
-
-    def __init__(self, dispatcher: Dispatcher, *, window_s: float = 0.02) -> None:
-        self.d = dispatcher
-        self._lock = threading.Lock()
-        self._inflight: dict[str, Future] = {}
-        self._batchers: dict[type, _Batcher] = {}
-        for kind, handler in dispatcher.handlers.items():
-            if handler.batch_size > 1:
-                slots = dispatcher.pool_size(handler.pool)
-                self._batchers[kind] = _Batcher(
-                    lambda batch, h=handler: self._run(h, batch), handler.batch_size, slots, window_s
-                )
-
-    def submit(self, request: Request) -> Future:
-        handler = self.d.handlers[type(request)]
-        stage = handler.stage(request)
-        self.d.notify("issued", stage)
-        key = fingerprint(handler.key(request))
-        with self._lock:
-            twin = self._inflight.get(key)
-            if twin is not None:
-                self.d.notify("answered", stage, "hit", 0.0, key)
-                return twin
-            future: Future = Future()
-            self._inflight[key] = future
-        hit = handler.cached(key)
-        if hit is not None:
-            self.d.notify("answered", stage, "hit", 0.0, key)
-            self._resolve(key, future, hit)
-            return future
-        batcher = self._batchers.get(type(request))
-        if batcher is not None:
-            batcher.add(request, key, future)
-        else:
-            self._run(handler, [(request, key, future)])
-        return future
-
-    def _run(self, handler: Any, batch: list[tuple[Request, str, Future]]) -> Future:
-        requests = [r for r, _, _ in batch]
-        keys = [k for _, k, _ in batch]
-
-        def work() -> None:
-            try:
-                start, cpu = time.perf_counter(), time.thread_time()
-                replies = handler.call_keyed(requests, keys)
-                seconds = (time.perf_counter() - start) / len(batch)
-                cpu_each = (time.thread_time() - cpu) / len(batch)
-                for (request, key, future), reply in zip(batch, replies, strict=True):
-                    how = "failure" if isinstance(reply, Failure) else "call"
-                    self.d.notify("answered", handler.stage(request), how, seconds, key, cpu_each)
-                    self._resolve(key, future, reply)
-            except BaseException as exc:  # a storage stop, or a bug: no waiting sample may hang
-                for _, key, future in batch:
-                    self._fail(key, future, exc)
-
-        return self.d.pool(handler.pool).submit(work)
-
-    def _resolve(self, key: str, future: Future, reply: object) -> None:
-        with self._lock:
-            if self._inflight.get(key) is future:
-                del self._inflight[key]
-        future.set_result(reply)
-
-    def _fail(self, key: str, future: Future, exc: BaseException) -> None:
-        with self._lock:
-            if self._inflight.get(key) is future:
-                del self._inflight[key]
-        if not future.done():
-            future.set_exception(exc)
-
-    def close(self) -> None:
-        for batcher in self._batchers.values():
-            batcher.close()
 
 
 def run_pipelined(
@@ -167,7 +32,6 @@ def run_pipelined(
     dispatcher: Dispatcher,
     *,
     window: int | None = None,
-    batch_window_s: float = 0.02,
     on_record: Callable[[SampleRecord], None] | None = None,
 ) -> list[SampleRecord]:
     """Run every sample's protocol, each moving on as soon as its replies are in (module docstring).
@@ -176,10 +40,9 @@ def run_pipelined(
     """
     runs = SampleQueue(samples, protocol, window=window, on_record=on_record)
     ready: queue.Queue[tuple[SampleRun, tuple[object, ...] | BaseException]] = queue.Queue()
-    pipeline = Pipeline(dispatcher, window_s=batch_window_s)
 
     def launch(run: SampleRun, requests: tuple[Request, ...]) -> None:
-        futures = [pipeline.submit(r) for r in requests]
+        futures = [dispatcher.submit(r) for r in requests]
         left = [len(futures)]
         lock = threading.Lock()
 
@@ -209,6 +72,5 @@ def run_pipelined(
                 launch(run, requests)  # type: ignore[arg-type]
             admit()
     finally:
-        pipeline.close()
         runs.close()
     return runs.records()
