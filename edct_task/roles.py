@@ -142,6 +142,29 @@ class PanelSpec:
         return [m.as_dict() for m in self.members]
 
 
+CALIBRATION_ONLY = ("calibration-rules", "calibration-editor", "calibration-oracle")
+"""Backends that read the calibration world's scene metadata or prompts: they cannot extract, judge,
+edit or locate anything in real photos."""
+
+
+def refuse_calibration_roles(specs: Mapping[str, RoleSpec | PanelSpec], data: str) -> None:
+    """``ConfigError`` when ``data`` (not the calibration world) would meet a calibration-only role."""
+    named = {}
+    for role, spec in specs.items():
+        members = spec.members if isinstance(spec, PanelSpec) else (spec,)
+        only = sorted({m.backend for m in members if m.backend in CALIBRATION_ONLY})
+        if only:
+            named[role] = only
+    if named:
+        roles = ", ".join(f"{role} ({'/'.join(b)})" for role, b in named.items())
+        raise ConfigError(
+            f"{data} is not calibration data, but these roles use calibration-only backends that work "
+            f"on the calibration world's images alone: {roles}. Name real backends for them in a config "
+            "file (`edct run --config FILE`, or EDCT_CONFIG=FILE for lmms-eval and `edct run --model`); "
+            "see the README's Configuration section"
+        )
+
+
 @dataclass
 class Roles:
     """Live backends for one run."""

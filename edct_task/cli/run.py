@@ -109,12 +109,28 @@ def run(args: argparse.Namespace) -> int:
 
 
 def finish(records: list[Any], fail_on_unscored: float | None) -> int:
-    """Print the failure summary; the exit code (3 when too many samples went unscored)."""
+    """Print the failure summary and the judge-health warnings; the exit code: 3 when too many
+    samples went unscored, or when a whole judgement kind could not be read for any sample (the
+    same on the config path and the fast path)."""
+    from edct_task.scoring.health import health_line, health_warnings, judge_health, unreadable_kinds
+
     summary = failure_summary(records)
     if summary:
         print(summary, file=sys.stderr)
+    health = judge_health(records)
+    print(health_line(health))
+    for line in health_warnings(health):
+        print(line, file=sys.stderr)
     if not records:
         return 0
+    unreadable = unreadable_kinds(records)
+    if unreadable:
+        print(
+            f"edct: no {' and no '.join(unreadable)} judgement of any sample could be read "
+            "(see the judge health above and the raw replies in the records); exit code 3",
+            file=sys.stderr,
+        )
+        return 3
     not_scored = sum(r.status in ("unscored", "error") for r in records) / len(records)
     none_scored = not any(r.status == "scored" for r in records)
     limit = fail_on_unscored
@@ -157,7 +173,7 @@ def _run_lmms(args: argparse.Namespace) -> int:
     """``edct run --model … --tasks …``: the batched driver on an lmms-eval model."""
     from edct_task import config as cfg
     from edct_task.lmms.fastpath import results_files, run_fastpath
-    from edct_task.lmms.hooks import hook_config
+    from edct_task.lmms.settings import hook_config
 
     config = cfg.load_config(args.config, args.overrides) if args.config else hook_config()
     if args.overrides and not args.config:
@@ -167,7 +183,7 @@ def _run_lmms(args: argparse.Namespace) -> int:
     if args.no_progress:
         config = config.model_copy(update={"progress": False})
     output_path = args.output_path or config.output_dir / "lmms"
-    results = run_fastpath(
+    outcome = run_fastpath(
         args.model,
         args.model_args,
         args.tasks,
@@ -180,9 +196,10 @@ def _run_lmms(args: argparse.Namespace) -> int:
     )
     from lmms_eval.utils import make_table
 
+    results = outcome.results
     print(make_table(results))
     if "groups" in results:
         print(make_table(results, "groups"))
     files = results_files(output_path)
     print(f"wrote {files[-1] if files else output_path} ({results['edct']['wall_seconds']:.1f} s)")
-    return 0
+    return finish(outcome.records, args.fail_on_unscored)

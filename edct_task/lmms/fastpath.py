@@ -17,19 +17,33 @@ import copy
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from edct_task.config import RunConfig
+from edct_task.core.records import SampleRecord
 from edct_task.lmms import documents, turns
 from edct_task.lmms import hooks as lmms_hooks
 from edct_task.lmms.settings import Settings, build_settings
 from edct_task.lmms.turns import render_turn
+from edct_task.roles import refuse_calibration_roles
+from edct_task.scoring.health import judge_health
 from model_adapters.contracts import ChatMessage, Completion, GenerationParams
 
 FASTPATH_TASK = "edct_fastpath"
 """The ``task_dict`` entry our Instances point at inside the lmms-eval model."""
 FASTPATH_SPLIT = "test"
+CALIBRATION_TASK = "edct_calibration"
+"""The one task whose documents are calibration scenes (the calibration roles work on it alone)."""
+
+
+@dataclass
+class FastPathOutcome:
+    results: dict[str, Any]
+    """lmms-eval's results dict, as written by its ``EvaluationTracker``."""
+    records: list[SampleRecord]
+    """The sample records, in document order."""
 
 
 class _DocIds(dict):
@@ -172,8 +186,14 @@ def run_fastpath(
     batch_size: int | str | None = None,
     device: str | None = None,
     lm: Any = None,
-) -> dict[str, Any]:
-    """Run the EDCT tasks ``tasks`` on lmms-eval model ``model``; returns lmms-eval's results dict."""
+) -> FastPathOutcome:
+    """Run the EDCT tasks ``tasks`` on lmms-eval model ``model``: lmms-eval's results dict and the
+    records behind it."""
+    real = sorted({t.strip() for t in tasks.split(",") if t.strip()} - {CALIBRATION_TASK})
+    if real:
+        refuse_calibration_roles(
+            {r: s for r, s in config.role_specs().items() if r != "target"}, f"task {', '.join(real)}"
+        )
     if lm is None:
         lm = build_model(model, model_args, batch_size=batch_size, device=device)
     target = LmmsTarget(lm, model, model_args)
@@ -197,7 +217,7 @@ def _evaluate(
     limit: int | None,
     batch_size: int | str | None,
     device: str | None,
-) -> dict[str, Any]:
+) -> FastPathOutcome:
     from lmms_eval.evaluator_utils import (
         consolidate_group_results,
         consolidate_results,
@@ -320,6 +340,7 @@ def _evaluate(
             "target": target.identity(),
             "target_generate_calls": target.calls,
             "calls": dispatcher.stats.as_dict(),
+            "judge_health": judge_health(records),
             "versions": _versions(),
             "wall_seconds": round(time.perf_counter() - started, 3),
         },
@@ -338,7 +359,7 @@ def _evaluate(
     if log_samples:
         for task_name in results_dict["configs"]:
             tracker.save_results_samples(task_name=task_name, samples=logged[task_name])
-    return results_dict
+    return FastPathOutcome(results_dict, records)
 
 
 def results_files(output_path: Path) -> list[Path]:

@@ -54,6 +54,10 @@ class RunLog(_Log):
         description="Metric → estimate, CI and counts (``scoring.metrics.summarise``), overall and by domain."
     )
     judge_agreement: dict[str, Any] | None = Field(description="Judge-panel agreement, None for one judge.")
+    judge_health: dict[str, Any] = Field(
+        description="Judge → kind (binary, graded) → judgements, unscored, rate and unscored by reason "
+        "(truncated, refused, malformed, transport): ``scoring.health.judge_health``."
+    )
     usage: dict[str, Any] = Field(description="Tokens and calls per role, as the backends reported them.")
     calls: dict[str, Any] = Field(description="Backend calls, cache hits, failures and seconds per stage.")
     wall_seconds: float = Field(description="Wall time of the run.")

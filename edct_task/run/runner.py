@@ -24,11 +24,12 @@ from edct_task.engine.files import atomic_write, place
 from edct_task.engine.lockstep import build_dispatcher, run_samples
 from edct_task.engine.stage_cache import ImageStore, StageCache
 from edct_task.engine.storage import storage_error
-from edct_task.roles import build_roles
+from edct_task.roles import build_roles, refuse_calibration_roles
 from edct_task.run.log import RunLog, RunSetup
 from edct_task.run.outputs import RESULTS_FILE, SAMPLES_FILE, image_files
 from edct_task.run.sharding import Shard, gather_run, shard_from_env
 from edct_task.run.workspace import check_writable, claim
+from edct_task.scoring.health import judge_health
 from edct_task.scoring.metrics import judge_agreement, summarise
 from model_adapters.usage import role_usage
 
@@ -86,6 +87,8 @@ def run(config: RunConfig) -> RunOutcome:
     a cache folder of another schema version stops the run (``CacheSchemaError``) first.
     """
     out_dir, cache_dir = config.output_dir, config.resolved_cache_dir
+    if config.data.source != "calibration":
+        refuse_calibration_roles(config.role_specs(), f"the dataset {config.data.path or '$EDCT_BENCH_DATA'}")
     check_writable(out_dir, "output folder")
     check_writable(cache_dir, "cache folder")
     shard = shard_from_env()  # torchrun / accelerate: this process's share of the documents
@@ -151,6 +154,7 @@ def _run(config: RunConfig, out_dir: Path, cache_dir: Path, shard: Shard | None 
         ),
         results=summarise(records, seed=protocol.seed, n_resamples=config.bootstrap_resamples),
         judge_agreement=judge_agreement(records),
+        judge_health=judge_health(records),
         usage=usage,
         calls=calls,
         wall_seconds=round(elapsed, 3),
