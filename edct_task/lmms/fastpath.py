@@ -109,6 +109,7 @@ class LmmsTarget:
 
         doc_id = self._next_id
         self._next_id += 1
+        conversation = with_system_in_first_turn(conversation)
         images = [img for m in conversation for img in m.images]
         gen_kwargs = self._gen_kwargs(params)
         if self.is_chat:
@@ -167,6 +168,21 @@ class LmmsTarget:
             text, _ = unwrap_generation_output(out)
             replies.append(Completion(text if isinstance(text, str) else str(text)))
         return replies
+
+
+def with_system_in_first_turn(conversation: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """A dataset's system prompt at the head of the first user turn, as in lmms-eval's agentic loop.
+
+    lmms-eval's chat models insert their own default system message in front of whatever they are
+    given; a dataset's system prompt sent as a message would be a second system message on the
+    fast path and absent from the loop. Both paths therefore carry it the same way: as the first
+    paragraph of the first user turn (``turns.render_turn``'s convention), never as a message.
+    """
+    msgs = list(conversation)
+    if not msgs or msgs[0].role != "system":
+        return msgs
+    system, first, rest = msgs[0], msgs[1], msgs[2:]
+    return [ChatMessage(first.role, f"{system.text}\n\n{first.text}", first.images), *rest]
 
 
 def _secretish(arg: str) -> bool:

@@ -8,13 +8,14 @@ chosen scores so reports and leaderboards can be checked against known numbers.
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
 from edct_task import prompts
 from edct_task.config import calibration_config
 from edct_task.core.records import SampleInput, SampleRecord, SampleScores
+from edct_task.run.log import RunLog, RunSetup
+from edct_task.scoring.health import judge_health
 from edct_task.scoring.metrics import summarise
 
 DOMAINS = ("okvqa", "drivelm", "3dsr")
@@ -87,17 +88,19 @@ def write_edct_run(
     """An ``edct run`` output folder; returns its results.json."""
     folder.mkdir(parents=True, exist_ok=True)
     target = target or {"backend": "calibration-reference", "behavior": "faithful"}
-    results = {
-        "schema_version": 1,
-        "record_schema_version": 1,
-        "created": "2026-12-01T08:00:00+00:00",
-        "versions": {"edct-bench": "0.1.0"},
-        "prompt_versions": prompts.prompt_versions(),
-        "config": run_config(target, judge=judge, seed=seed),
-        "bootstrap_resamples": resamples,
-        "results": summarise(recs, seed=seed, n_resamples=resamples),
-        "wall_seconds": 1.0,
-    }
-    (folder / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    log = RunLog(
+        created="2026-12-01T08:00:00+00:00",
+        versions={"edct-bench": "0.1.0"},
+        prompt_versions=prompts.prompt_versions(),
+        config=RunSetup(**run_config(target, judge=judge, seed=seed), bootstrap_resamples=resamples),
+        results=summarise(recs, seed=seed, n_resamples=resamples),
+        judge_agreement=None,
+        judge_health=judge_health(recs),
+        usage={},
+        calls={},
+        wall_seconds=1.0,
+    )
+    results = log.model_dump(mode="json")
+    (folder / "results.json").write_text(log.to_json())
     (folder / "samples.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in recs))
     return results

@@ -154,6 +154,8 @@ class Loopback(ThreadingHTTPServer):
         self.down = down
         self.requests: Counter = Counter()
         self.bodies: list[dict[str, Any]] = []
+        self.chats: list[list[tuple[str, str]]] = []
+        """Every chat request's messages as ``(role, text)``, images left out."""
         self.headers_seen: list[dict[str, str]] = []
         self.bfl_jobs: dict[str, dict[str, Any]] = {}
         self.lock = threading.Lock()
@@ -312,6 +314,8 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 text, images = content, ()
             conversation.append(ChatMessage(m["role"], text, images))
+        with self.server.lock:
+            self.server.chats.append([(m.role, m.text) for m in conversation])
         params = GenerationParams(
             max_new_tokens=body.get("max_tokens") or body.get("max_completion_tokens"),
             temperature=body.get("temperature", 0.0),
