@@ -70,19 +70,28 @@ def add_parser(sub: Any) -> None:
     _add_lmms_options(run)
 
 
-def run(args: argparse.Namespace) -> int:
+def _config(args: argparse.Namespace) -> Any:
+    """The run's config: ``--config`` (else the lmms-eval task's default roles), ``--set`` overrides,
+    then ``--output`` and ``--no-progress``; one sequence for both paths."""
     from edct_task import config as cfg
+    from edct_task.lmms.settings import hook_config
 
+    if args.config is not None:
+        config = cfg.load_config(args.config, args.overrides)
+    else:
+        config = cfg.config_from_dict(hook_config().model_dump(mode="json"), args.overrides)
+    update: dict[str, Any] = {"output_dir": args.output} if args.output else {}
+    if args.no_progress:
+        update["progress"] = False
+    return config.model_copy(update=update)
+
+
+def run(args: argparse.Namespace) -> int:
     if args.model:
         return _run_lmms(args)
-    elif args.config is None:
+    if args.config is None:
         raise ConfigError("edct run needs --config FILE, or --model NAME (lmms-eval fast path)")
-    else:
-        config = cfg.load_config(args.config, args.overrides)
-        if args.output:
-            config = config.model_copy(update={"output_dir": args.output})
-    if args.no_progress:
-        config = config.model_copy(update={"progress": False})
+    config = _config(args)
 
     from edct_task.run.runner import run as run_edct
     from edct_task.scoring.table import score_table
@@ -171,17 +180,9 @@ def _backend_names(spec: dict[str, Any] | list[dict[str, Any]]) -> str:
 
 def _run_lmms(args: argparse.Namespace) -> int:
     """``edct run --model … --tasks …``: the batched driver on an lmms-eval model."""
-    from edct_task import config as cfg
     from edct_task.lmms.fastpath import results_files, run_fastpath
-    from edct_task.lmms.settings import hook_config
 
-    config = cfg.load_config(args.config, args.overrides) if args.config else hook_config()
-    if args.overrides and not args.config:
-        config = cfg.config_from_dict(config.model_dump(mode="json"), args.overrides)
-    if args.output:
-        config = config.model_copy(update={"output_dir": args.output})
-    if args.no_progress:
-        config = config.model_copy(update={"progress": False})
+    config = _config(args)
     output_path = args.output_path or config.output_dir / "lmms"
     outcome = run_fastpath(
         args.model,

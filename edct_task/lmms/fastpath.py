@@ -24,7 +24,7 @@ from typing import Any
 from edct_task.config import RunConfig
 from edct_task.core.records import SampleRecord
 from edct_task.lmms import documents, turns
-from edct_task.lmms import hooks as lmms_hooks
+from edct_task.lmms import results as lmms_results
 from edct_task.lmms.settings import Settings, build_settings
 from edct_task.lmms.turns import render_turn
 from edct_task.roles import refuse_calibration_roles
@@ -34,6 +34,8 @@ from model_adapters.contracts import ChatMessage, Completion, GenerationParams
 FASTPATH_TASK = "edct_fastpath"
 """The ``task_dict`` entry our Instances point at inside the lmms-eval model."""
 FASTPATH_SPLIT = "test"
+HOOKS_MODULE = "edct_task.lmms.hooks"
+"""Where an EDCT task's ``!function`` hooks live (named, not imported: nothing imports the hooks)."""
 CALIBRATION_TASK = "edct_calibration"
 """The one task whose documents are calibration scenes (the calibration roles work on it alone)."""
 
@@ -272,7 +274,7 @@ def _evaluate(
             continue
         if (
             task.config.output_type != "generate_until_agentic"
-            or task.config.process_results is not lmms_hooks.process_results
+            or getattr(task.config.process_results, "__module__", None) != HOOKS_MODULE
         ):
             raise ValueError(f"task {task_output.task_name} is not an EDCT task")
         docs = list(task.test_docs() if task.has_test_docs() else task.validation_docs())
@@ -291,8 +293,8 @@ def _evaluate(
         task = task_output.task
         for doc_id, doc in chosen:
             record = by_id[str(doc["id"])]
-            response = lmms_hooks.final_response(record)  # what lmms-eval's loop logs as the response
-            metrics = lmms_hooks.record_results(record, settings.images, setup)
+            response = lmms_results.final_response(record)  # what lmms-eval's loop logs as the response
+            metrics = lmms_results.record_results(record, settings.images, setup)
             for metric, value in metrics.items():
                 task_output.sample_metrics[(metric, "none")].append(value)
             if log_samples:

@@ -10,6 +10,7 @@ from edct_task.core.requests import Message
 from edct_task.engine.lockstep import build_dispatcher, run_lockstep
 from edct_task.lmms import documents, turns
 from edct_task.lmms import hooks as lmms_hooks
+from edct_task.lmms import results as lmms_results
 from edct_task.lmms import settings as lmms_settings
 from edct_task.lmms.hooks import Session
 from edct_task.lmms.turns import parse_turn, render_turn
@@ -48,8 +49,8 @@ def test_yaml_metric_list_is_the_hooks_metric_list():
         "!function", lambda loader, node: loader.construct_scalar(node), Loader=yaml.SafeLoader
     )
     config = yaml.safe_load(raw)
-    assert [m["metric"] for m in config["metric_list"]] == lmms_hooks.metric_names()
-    assert set(scoring.METRIC_NAMES) <= set(lmms_hooks.metric_names())
+    assert [m["metric"] for m in config["metric_list"]] == lmms_results.metric_names()
+    assert set(scoring.METRIC_NAMES) <= set(lmms_results.metric_names())
     assert config["output_type"] == "generate_until_agentic"
     assert config["generation_kwargs"]["max_agentic_steps"] >= lmms_settings.rounds_needed(
         calibration_config().protocol
@@ -85,6 +86,12 @@ def test_bench_tasks_say_how_to_configure_data(monkeypatch, tmp_path):
 
 
 def test_bench_tasks_filter_a_built_dataset(tmp_path, monkeypatch, hook_settings):
+    from support.loopback import served_roles_config
+
+    # real data needs real roles (no call is made while documents load: any address will do)
+    monkeypatch.setenv("EDCT_LOOPBACK_KEY", "sk-unused")
+    roles = served_roles_config(tmp_path / "roles.yaml", "http://127.0.0.1:9", "EDCT_LOOPBACK_KEY")
+    monkeypatch.setenv("EDCT_CONFIG", str(roles))
     docs = documents.calibration_docs([{"index": i, "seed": 0} for i in range(3)])
     bench = docs.map(lambda d, i: {"domain": ["okvqa", "drivelm", "3dsr"][i]}, with_indices=True)
     bench.save_to_disk(tmp_path / "bench")
@@ -139,7 +146,7 @@ def test_compat_driver_reproduces_the_batched_driver(hook_settings):
                 outputs = updated
                 break
             visuals = new_visuals if new_visuals is not None else visuals
-        agentic.append(lmms_hooks.parse_final(doc, outputs[-1]))
+        agentic.append(lmms_results.parse_final(doc, outputs[-1]))
 
     s = hook_settings
     roles = build_roles(
@@ -192,3 +199,27 @@ def test_a_stale_cache_fails_the_task_load_with_one_message(monkeypatch, tmp_pat
         documents.calibration_docs([{"index": 0, "seed": 0}])
     assert err.value.code == 2
     lmms_settings.release()
+
+
+def test_process_results_is_safe_in_lmms_evals_four_thread_pool(tmp_path, monkeypatch):
+    """lmms-eval 0.7.3 runs ``process_results`` in 4 threads (``process_docs_parallel``): the
+    settings are built once, and every document scores as it does alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from edct_task.lmms import settings as lmms_settings_module
+
+    monkeypatch.delenv("EDCT_CONFIG", raising=False)
+    monkeypatch.setenv(lmms_settings.ENV_WORK_DIR, str(tmp_path / "work"))
+    builds = []
+    real_build = lmms_settings_module.build_settings
+    monkeypatch.setattr(lmms_settings_module, "build_settings", lambda c: builds.append(1) or real_build(c))
+    docs = [{"id": f"d{i}", "domain": "knowledge", "question": "q?"} for i in range(32)]
+    bad = '{"success": false, "error": "max_agentic_steps_reached"}'
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            out = list(pool.map(lambda d: lmms_hooks.process_results(d, [bad]), docs))
+        assert len(builds) == 1
+        alone = lmms_hooks.process_results(docs[0], [bad])
+        assert all(o["n_error"] == 1 and o["edct"]["setup"] == alone["edct"]["setup"] for o in out)
+    finally:
+        lmms_settings.release()
