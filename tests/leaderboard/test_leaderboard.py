@@ -86,7 +86,7 @@ def test_tampered_incomplete_and_inconsistent_bundles_are_rejected(bundles, tmp_
     t = tmp_path / "tampered"
 
     def bump_claim(meta):
-        meta["claimed"]["overall"]["metrics"]["ccs_binary"]["estimate"] += 0.05
+        meta["claimed"]["overall"]["metrics"]["ccs_binary"]["estimate"] -= 0.001
 
     def change_score(members):
         lines = members["samples.jsonl"].decode().splitlines()
@@ -118,8 +118,8 @@ def test_tampered_incomplete_and_inconsistent_bundles_are_rejected(bundles, tmp_
         ),
         "record_sealed": (
             _tamper(good, t / "c.edct.zip", member_edit=change_score),
-            "metric_mismatch",
-            "but the sample records give",
+            "score_mismatch",
+            "sample okvqa-005: scores recorded as CCS_binary, CCS_graded",
         ),
         "record_unsealed": (
             _tamper(good, t / "d.edct.zip", member_edit=change_score, seal=False),
