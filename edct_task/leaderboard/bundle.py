@@ -92,12 +92,13 @@ class Bundle:
     meta: dict[str, Any]
     members: Mapping[str, bytes] = field(repr=False)
     """Member name → bytes (``bundle.json`` excluded); packed images are read when asked for."""
+    limits: Limits = DEFAULT_LIMITS
 
     def json_member(self, name: str) -> Any:
         if name not in self.members:
             raise BundleError(f"{self.path}: member {name} is missing")
         try:
-            return load_json(self.members[name], f"member {name}")
+            return load_json(self.members[name], f"member {name}", self.limits)
         except ArchiveError as exc:
             raise BundleError(f"{self.path}: {exc}") from None
 
@@ -113,7 +114,7 @@ class Bundle:
             raise BundleError(f"{self.path}: member samples.jsonl is missing")
         out = []
         try:
-            for i, line in json_lines(self.members["samples.jsonl"], "samples.jsonl"):
+            for i, line in json_lines(self.members["samples.jsonl"], "samples.jsonl", self.limits):
                 try:
                     out.append(SampleRecord.model_validate_json(line))
                 except ValueError as exc:
@@ -294,7 +295,7 @@ def read_bundle(path: Path, limits: Limits = DEFAULT_LIMITS) -> Bundle:
         raise BundleError(f"{path}: {exc}") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise BundleError(f"{path}: {BUNDLE_JSON} is not an {FORMAT} (format field)")
-    return Bundle(path, meta, members)
+    return Bundle(path, meta, members, limits)
 
 
 def reseal(meta: dict[str, Any], members: dict[str, bytes]) -> dict[str, Any]:
