@@ -15,6 +15,7 @@ before inflating it, so that part is here.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import re
@@ -23,7 +24,7 @@ import zipfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 MiB = 1 << 20
 CHUNK = 1 * MiB
@@ -39,8 +40,10 @@ class Limits:
     """Caps on what one bundle may cost the board (defaults fit a 10,000-sample run with images)."""
 
     max_members: int = 100_000
-    max_member_bytes: int = 256 * MiB
-    """Uncompressed size of any one member."""
+    max_samples_bytes: int = 256 * MiB
+    """Uncompressed size of ``samples.jsonl`` (the records: by far the largest JSON member)."""
+    max_member_bytes: int = 16 * MiB
+    """Uncompressed size of any other JSON member (``bundle.json``, results, manifest …)."""
     max_image_bytes: int = 32 * MiB
     """Uncompressed size of one packed image."""
     max_total_bytes: int = 2048 * MiB
@@ -56,6 +59,9 @@ DEFAULT_LIMITS = Limits()
 
 def _is_symlink(info: zipfile.ZipInfo) -> bool:
     return info.create_system == 3 and stat.S_ISLNK(info.external_attr >> 16)
+
+
+SAMPLES_MEMBER = "samples.jsonl"
 
 
 def check_directory(
@@ -81,7 +87,10 @@ def check_directory(
         is_image = IMAGE_MEMBER_RE.fullmatch(name) is not None
         if name not in known and not is_image:
             raise ArchiveError(f"member {shown} is not a bundle member (unknown name)")
-        cap = limits.max_image_bytes if is_image else limits.max_member_bytes
+        if is_image:
+            cap = limits.max_image_bytes
+        else:
+            cap = limits.max_samples_bytes if name == SAMPLES_MEMBER else limits.max_member_bytes
         if info.file_size > cap:
             raise ArchiveError(
                 f"member {shown} is {info.file_size} bytes uncompressed, over the limit of {cap}"
@@ -108,11 +117,39 @@ def read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
 
 
 class Members(Mapping[str, bytes]):
-    """Member name → bytes. JSON members are held; images are read from the archive when asked
-    for, one at a time, so memory does not grow with the number of packed images."""
+    """Member name → bytes. Small JSON members are held; ``samples.jsonl`` and the images stay in
+    the archive and are streamed when hashed or read (``sha256``, ``lines``), so what a bundle
+    costs in memory does not grow with its records or images."""
 
-    def __init__(self, path: Path, held: dict[str, bytes], images: dict[str, zipfile.ZipInfo]) -> None:
-        self._path, self._held, self._images = path, held, images
+    def __init__(
+        self, path: Path, held: dict[str, bytes], images: dict[str, zipfile.ZipInfo], limits: Limits
+    ) -> None:
+        self._path, self._held, self._images, self._limits = path, held, images, limits
+
+    def _chunks(self, name: str) -> Iterator[bytes]:
+        info = self._images[name]
+        with zipfile.ZipFile(self._path) as z, z.open(info) as f:
+            while chunk := f.read(CHUNK):
+                yield chunk
+
+    def sha256(self, name: str) -> str:
+        """SHA-256 of a member, streamed for the members not held."""
+        if name in self._held:
+            return hashlib.sha256(self._held[name]).hexdigest()
+        digest = hashlib.sha256()
+        for chunk in self._chunks(name):
+            digest.update(chunk)
+        return digest.hexdigest()
+
+    def lines(self, name: str) -> Iterator[tuple[int, str]]:
+        """(line number, text) of the non-blank lines of a JSON Lines member, streamed, each
+        refused beyond the line-length cap."""
+        if name in self._held:
+            yield from json_lines(self._held[name], name, self._limits)
+            return
+        info = self._images[name]
+        with zipfile.ZipFile(self._path) as z, z.open(info) as f:
+            yield from _lines(f, name, self._limits)
 
     def take(self, name: str) -> bytes | None:
         """Remove a held member and return its bytes (None when absent)."""
@@ -137,13 +174,13 @@ class Members(Mapping[str, bytes]):
 
 
 def read_archive(path: Path, known: frozenset[str], limits: Limits = DEFAULT_LIMITS) -> Members:
-    """Check the archive's directory, then read its non-image members (streaming)."""
+    """Check the archive's directory, then read its small JSON members (streaming)."""
     with zipfile.ZipFile(path) as z:
         infos = z.infolist()
         check_directory(infos, known, limits)
-        held = {i.filename: read_member(z, i) for i in infos if i.filename in known}
-        images = {i.filename: i for i in infos if i.filename not in known}
-    return Members(path, held, images)
+        lazy = {i.filename: i for i in infos if i.filename not in known or i.filename == SAMPLES_MEMBER}
+        held = {i.filename: read_member(z, i) for i in infos if i.filename not in lazy}
+    return Members(path, held, lazy, limits)
 
 
 def _refuse_constant(name: str) -> Any:
@@ -180,7 +217,10 @@ def load_json(data: bytes, what: str, limits: Limits = DEFAULT_LIMITS) -> Any:
 
 def json_lines(data: bytes, what: str, limits: Limits = DEFAULT_LIMITS) -> Iterator[tuple[int, str]]:
     """(line number, text) of each non-blank line, refusing lines over the length cap."""
-    stream = io.BytesIO(data)
+    return _lines(io.BytesIO(data), what, limits)
+
+
+def _lines(stream: IO[bytes], what: str, limits: Limits) -> Iterator[tuple[int, str]]:
     number = 0
     while True:
         line = stream.readline(limits.max_line_bytes + 1)

@@ -34,6 +34,7 @@ from edct_task.leaderboard.archive import (
     DEFAULT_LIMITS,
     ArchiveError,
     Limits,
+    Members,
     json_lines,
     load_json,
     read_archive,
@@ -114,7 +115,12 @@ class Bundle:
             raise BundleError(f"{self.path}: member samples.jsonl is missing")
         out = []
         try:
-            for i, line in json_lines(self.members["samples.jsonl"], "samples.jsonl", self.limits):
+            lines = (
+                self.members.lines("samples.jsonl")
+                if isinstance(self.members, Members)
+                else json_lines(self.members["samples.jsonl"], "samples.jsonl", self.limits)
+            )
+            for i, line in lines:
                 try:
                     out.append(SampleRecord.model_validate_json(line))
                 except ValueError as exc:
@@ -296,6 +302,11 @@ def read_bundle(path: Path, limits: Limits = DEFAULT_LIMITS) -> Bundle:
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise BundleError(f"{path}: {BUNDLE_JSON} is not an {FORMAT} (format field)")
     return Bundle(path, meta, members, limits)
+
+
+def member_sha256(members: Mapping[str, bytes], name: str) -> str:
+    """A member's SHA-256, streamed from the archive where the member is not held."""
+    return members.sha256(name) if isinstance(members, Members) else sha256_bytes(members[name])
 
 
 def reseal(meta: dict[str, Any], members: dict[str, bytes]) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from PIL import Image, UnidentifiedImageError
 
 from edct_task.engine.stage_cache import image_id
 from edct_task.leaderboard.archive import DEFAULT_LIMITS, Limits
-from edct_task.leaderboard.bundle import BundleError, _image_refs, bundle_digest, read_bundle, sha256_bytes
+from edct_task.leaderboard.bundle import BundleError, _image_refs, bundle_digest, member_sha256, read_bundle
 from edct_task.leaderboard.identity import display_name, sanitise, target_identity
 from edct_task.leaderboard.rederive import Mismatch, protocol_of, rederive_record
 from edct_task.reporting.setup import dataset_manifest, setup_differences, setup_id, setup_identity
@@ -275,7 +275,7 @@ def check_bundle(
     for name, digest in files.items():
         if name not in bundle.members:
             raise Rejection("incomplete", f"member {name!a} is listed in bundle.json but missing")
-        if sha256_bytes(bundle.members[name]) != digest:
+        if member_sha256(bundle.members, name) != digest:
             raise Rejection("tampered", f"member {name} does not match its SHA-256 in bundle.json")
     unlisted = sorted(set(bundle.members) - set(files))
     if unlisted:

@@ -244,7 +244,7 @@ def test_archive_caps_names_duplicates_and_symlinks(honest, tmp_path):
 
     # a zip bomb in known names is refused by its declared size before anything is inflated
     bomb = _raw_zip(tmp_path / "bomb.edct.zip", [*genuine[:-1], ("samples.jsonl", b"\0" * (8 << 20))])
-    small = Limits(max_member_bytes=4 << 20)
+    small = Limits(max_samples_bytes=4 << 20)
     result = verify_bundle(bomb, limits=small)
     assert result.code == "unreadable" and "over the limit of 4194304" in result.reason
     many = Limits(max_members=3)
