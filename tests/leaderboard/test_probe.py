@@ -47,7 +47,8 @@ def _forge(src, dst, edit_records=None, *, edit_meta=None, recompute_claims=True
         recs = [edit_records(r) for r in recs]
         members["samples.jsonl"] = "".join(r.model_dump_json() + "\n" for r in recs).encode()
     if recompute_claims:
-        summary = summarise(recs, seed=0, n_resamples=200)
+        scoring = meta["scoring"]
+        summary = summarise(recs, seed=scoring["seed"], n_resamples=scoring["n_resamples"])
         meta["claimed"] = summary
         results = json.loads(members["results.json"])
         results["results"] = summary
