@@ -118,7 +118,9 @@ def run(args: argparse.Namespace) -> int:
         for e in t["entries"]:
             lo, hi = e["rank_range"]
             line = f"  {e['rank']:>3} ({lo}–{hi})  {e['model']}  CCS_binary {interval_cell(e['ccs_binary'])}"
-            if "board" in e:
+            if "board" in e and "error" in e["board"]:
+                line += f"  board: {e['board']['error']}"
+            elif "board" in e:
                 b = e["board"]
                 rate = b["agreement"]["rate"]
                 line += f"  board {interval_cell(b['ccs_binary'])}, agreement " + (

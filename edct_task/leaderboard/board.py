@@ -220,8 +220,8 @@ def to_markdown(board: dict[str, Any]) -> str:
             ]
             if rejudged:
                 b = r.get("board")
-                if b is None:
-                    cells += ["—", "—", "—", ""]
+                if b is None or "error" in b:
+                    cells += ["—", "—", "—", (b or {}).get("error", "")]
                 else:
                     rate, kappa = _agreement(b)
                     flag = "CLAIM OUTSIDE BOARD CI" if b["flagged"] else ""

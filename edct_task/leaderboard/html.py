@@ -96,8 +96,8 @@ def render_html(board: dict[str, Any]) -> str:
             if rejudged:
                 b = r.get("board")
                 board_cells = (
-                    "<td>—</td><td>—</td><td></td>"
-                    if b is None
+                    f"<td>—</td><td>—</td><td>{_e((b or {}).get('error', ''))}</td>"
+                    if b is None or "error" in b
                     else f"<td>{_e(interval_cell(b['ccs_binary']))}</td><td>{_e(_agreement(b))}</td>"
                     f"<td>{'claim outside the board CI' if b['flagged'] else ''}</td>"
                 )

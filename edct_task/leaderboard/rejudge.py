@@ -29,11 +29,12 @@ from edct_task.engine.lockstep import build_dispatcher
 from edct_task.engine.protocol import ProtocolConfig, judge_requests
 from edct_task.engine.records import ChainStep, SampleRecord
 from edct_task.engine.requests import AskLLM, Failure, VerifyEdit
-from edct_task.engine.stage_cache import ImageStore, StageCache
+from edct_task.engine.stage_cache import CacheSchemaError, ImageStore, StageCache
+from edct_task.engine.workspace import StorageError
 from edct_task.leaderboard.bundle import read_bundle
 from edct_task.leaderboard.rederive import expected_status, protocol_of, rejudged_step
 from edct_task.leaderboard.verify import BoardScoring, Verified
-from edct_task.roles import build_roles
+from edct_task.roles import ConfigError, PanelSpec, RoleSpec, build_roles
 from edct_task.scoring.metrics import CCS_BINARY, summarise
 from edct_task.scoring.panel import cohen_kappa, percent_agreement
 from verification.check import EditCheck
@@ -201,16 +202,47 @@ def rejudge_entry(
     return out
 
 
-def rejudge_board(entries: Sequence[Verified], judge: BoardJudge, scoring: BoardScoring) -> dict[str, dict]:
-    """Digest → the board's numbers, for every entry; one dispatcher and cache for the board."""
-    cfg = judge.config
+_UNUSED = {
+    "extractor": RoleSpec("calibration-rules", {}),
+    "editor": RoleSpec("calibration-editor", {}),
+    "detector": RoleSpec("calibration-oracle", {}),
+}
+"""Stand-ins for the roles a board never calls (the dispatcher's handler table wants every role):
+only the config's judge — and with ``regate`` its detector — is built and used."""
+
+
+def board_roles(cfg: RunConfig, *, regate: bool) -> dict[str, RoleSpec | PanelSpec]:
+    """The role specs a board builds from its config: the judge, the detector with ``regate``."""
     specs = cfg.role_specs()
-    specs.pop("target", None)
+    if "judge" not in specs:
+        raise ConfigError("--rejudge: the config names no judge role (roles: judge: {backend: ...})")
+    if regate and "detector" not in specs:
+        raise ConfigError("--regate: the config names no detector role (roles: detector: {backend: ...})")
+    wanted = {"judge": specs["judge"], **_UNUSED}
+    if regate:
+        wanted["detector"] = specs["detector"]
+    return wanted
+
+
+def rejudge_board(entries: Sequence[Verified], judge: BoardJudge, scoring: BoardScoring) -> dict[str, dict]:
+    """Digest → the board's numbers, for every entry; one dispatcher and cache for the board. An
+    entry whose re-judging fails (its bundle's images unreadable …) gets ``{"error": …}``."""
+    cfg = judge.config
+    specs = board_roles(cfg, regate=judge.regate)
     judge.cache_dir.mkdir(parents=True, exist_ok=True)
     with build_roles(specs, require_target=False) as roles, StageCache(judge.cache_dir) as cache:
         images = ImageStore(judge.cache_dir / "images")
         dispatcher = build_dispatcher(
             roles, images, cache, protocol=cfg.protocol, gate=cfg.verification, limits=cfg.limits
         )
+        out: dict[str, dict] = {}
         with dispatcher:
-            return {e.digest: rejudge_entry(e, judge, scoring, dispatcher) for e in entries}
+            for e in entries:
+                try:
+                    out[e.digest] = rejudge_entry(e, judge, scoring, dispatcher)
+                except (ConfigError, CacheSchemaError, StorageError):
+                    raise
+                except Exception as exc:  # one entry's failure is that entry's, never the board's
+                    first = str(exc).splitlines()[0][:200] if str(exc) else ""
+                    out[e.digest] = {"error": f"re-judging failed ({type(exc).__name__}: {first})"}
+        return out

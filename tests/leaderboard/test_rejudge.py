@@ -80,8 +80,8 @@ def world(tmp_path_factory):
     honest = _run_and_submit(tmp, "mixed:0.5", 6, images=True)
     stale = _run_and_submit(tmp, "stale", 6)
     forged = _forge_consistently(stale, tmp / "forged.edct.zip")
-    config = tmp / "board.yaml"
-    config.write_text(yaml.safe_dump(calibration_config(n=4).model_dump(mode="json")))
+    config = tmp / "board.yaml"  # a board names only what it re-runs: its judge
+    config.write_text(yaml.safe_dump({"roles": {"judge": {"backend": "calibration-rules"}}}))
     return tmp, honest, forged, config
 
 
@@ -143,8 +143,13 @@ def test_rejudging_is_resumable_and_pays_only_for_new_entries(world):
     assert e1 == e3
 
 
-def test_regate_reruns_the_gate_on_bundled_images(world):
-    tmp, honest, _, config = world
+def test_regate_reruns_the_gate_on_bundled_images(world, capsys):
+    tmp, honest, _, judge_only = world
+    args = ["leaderboard", str(honest), "--out", str(tmp / "x"), "--rejudge", str(judge_only), "--regate"]
+    assert main(args) == 2
+    assert "--regate: the config names no detector role" in capsys.readouterr().err
+    config = tmp / "full.yaml"
+    config.write_text(yaml.safe_dump(calibration_config(n=4).model_dump(mode="json")))
     out = tmp / "regate"
     assert main(["leaderboard", str(honest), "--out", str(out), "--rejudge", str(config), "--regate"]) == 0
     board = json.loads((out / "leaderboard.json").read_text())
