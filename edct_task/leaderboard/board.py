@@ -88,7 +88,8 @@ def rank_entries(entries: Sequence[Verified]) -> list[dict[str, Any]]:
 
 def _track_view(v: Verified) -> dict[str, Any]:
     """What a reader compares between tracks: the setup and the dataset (digest and size)."""
-    return {**v.setup, "dataset": {"digest": v.dataset.get("digest"), "n": v.dataset.get("n")}}
+    setup = {k: val for k, val in v.setup.items() if k != "dataset_digest"}  # shown as dataset.digest
+    return {**setup, "dataset": {"digest": v.dataset.get("digest"), "n": v.dataset.get("n")}}
 
 
 def build_board(
@@ -154,6 +155,8 @@ def build_board(
 
 
 def _short(value: Any) -> str:
+    if isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
+        return value[:12]  # a digest
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
     return sanitise(text, 60)
 
