@@ -72,6 +72,7 @@ def _reference_digest(path: Path) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from edct_task.leaderboard.board import build_board, write_board
+    from edct_task.leaderboard.html import flag_text
     from edct_task.reporting.tables import interval_cell
 
     bundles: list[Path] = []
@@ -126,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
                 line += f"  board {interval_cell(b['ccs_binary'])}, agreement " + (
                     "—" if rate is None else f"{rate:.3f}"
                 )
-                line += "  CLAIM OUTSIDE BOARD CI" if b["flagged"] else ""
+                line += f"  {flag_text(b)}" if flag_text(b) else ""
             print(line)
     for r in board["rejected"]:
         print(f"rejected {r['bundle']}: {r['reason']}")

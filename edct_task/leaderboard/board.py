@@ -36,7 +36,7 @@ from typing import Any
 
 from edct_task.engine.files import atomic_write
 from edct_task.leaderboard.archive import DEFAULT_LIMITS, Limits
-from edct_task.leaderboard.html import render_html
+from edct_task.leaderboard.html import flag_text, render_html
 from edct_task.leaderboard.identity import differing_fields, field_value, sanitise
 from edct_task.leaderboard.verify import DEFAULT_SCORING, BoardScoring, Rejected, Verified, verify_bundle
 from edct_task.reporting.setup import setup_label
@@ -227,7 +227,7 @@ def to_markdown(board: dict[str, Any]) -> str:
                     cells += ["—", "—", "—", (b or {}).get("error", "")]
                 else:
                     rate, kappa = _agreement(b)
-                    flag = "CLAIM OUTSIDE BOARD CI" if b["flagged"] else ""
+                    flag = flag_text(b)
                     cells += [interval_cell(b["ccs_binary"]), rate, kappa, flag]
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
         lines.append("")

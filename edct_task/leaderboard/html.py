@@ -36,6 +36,16 @@ def _e(value: Any) -> str:
     return escape(str(value), quote=True)
 
 
+def flag_text(board: dict[str, Any]) -> str:
+    """What the board's own judge and gate flag about an entry ("" when nothing)."""
+    flags = []
+    if board.get("flagged"):
+        flags.append("CLAIM OUTSIDE BOARD CI")
+    if board.get("gate_flagged"):
+        flags.append(f"GATE DISAGREES ({board['gate_agreement']['disagreements']} edit(s))")
+    return "; ".join(flags)
+
+
 def _agreement(board: dict[str, Any]) -> str:
     a = board["agreement"]
     rate = "—" if a["rate"] is None else f"{a['rate']:.3f} ({a['steps']} steps)"
@@ -99,7 +109,7 @@ def render_html(board: dict[str, Any]) -> str:
                     f"<td>—</td><td>—</td><td>{_e((b or {}).get('error', ''))}</td>"
                     if b is None or "error" in b
                     else f"<td>{_e(interval_cell(b['ccs_binary']))}</td><td>{_e(_agreement(b))}</td>"
-                    f"<td>{'claim outside the board CI' if b['flagged'] else ''}</td>"
+                    f"<td>{_e(flag_text(b))}</td>"
                 )
             parts.append(
                 f'<tr data-model="{_e(r["model"])}"><td>{_e(r["rank"])}</td><td>{_e(span)}</td>'

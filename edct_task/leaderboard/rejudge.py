@@ -9,7 +9,8 @@ parsers, and, with ``regate``, the edit gate on the bundled images with its own 
 
 Each entry then carries the board's CCS with the board's interval, its verdict agreement with
 the submitted verdicts (per judged step, the step's CCS_j = AC·EF: rate and Cohen's κ), and a
-flag when the board's interval excludes the submitted estimate. Every call goes through the
+flag when the board's interval excludes the submitted estimate (with ``regate``, another when the
+board's gate disagrees with a recorded pass or fail). Every call goes through the
 stage cache (the run's own keys: role, backend identity, template, prompt, decoding), so an
 interrupted board resumes, and re-running a board pays only for entries it has not judged.
 """
@@ -62,28 +63,31 @@ def _step_requests(record: SampleRecord, step: ChainStep, cfg: ProtocolConfig) -
 def _regate(
     record: SampleRecord, dispatcher: Any, images_in_bundle: set[str]
 ) -> tuple[list[ChainStep], list[tuple[bool, bool]]]:
-    """The steps after the board's gate on each accepted edit, and (recorded, board) pass pairs."""
+    """The steps after the board's gate on every checked attempt, and (recorded, board) pass pairs.
+
+    A step the run verified whose accepted edit fails the board's gate becomes unverified (its
+    chain ends there); a step the run failed stays failed (its re-query was never made), but every
+    attempt the board's gate passes is counted as a disagreement."""
     pairs: list[tuple[bool, bool]] = []
     steps: list[ChainStep] = []
     current = record.sample.image
     for step in record.steps:
+        target = step.edit_target
+        board_pass: dict[int, bool] = {}
+        for a in step.attempts:
+            if (
+                target is None
+                or a.check is None
+                or a.image is None
+                or not {current, a.image} <= images_in_bundle
+            ):
+                continue
+            request = VerifyEdit(current, a.image, target.edit_type, target.target, step.index, a.attempt)
+            (reply,) = dispatcher.resolve([request])
+            board_pass[a.attempt] = isinstance(reply, EditCheck) and reply.passed
+            pairs.append((a.passed, board_pass[a.attempt]))
         last = step.attempts[-1] if step.attempts else None
-        if (
-            last is None
-            or last.image is None
-            or last.check is None
-            or step.edit_target is None
-            or not {current, last.image} <= images_in_bundle
-        ):
-            steps.append(step)
-            break
-        request = VerifyEdit(
-            current, last.image, step.edit_target.edit_type, step.edit_target.target, step.index, last.attempt
-        )
-        (reply,) = dispatcher.resolve([request])
-        board_pass = isinstance(reply, EditCheck) and reply.passed
-        pairs.append((last.passed, board_pass))
-        if step.verified and not board_pass:
+        if step.verified and last is not None and board_pass.get(last.attempt) is False:
             steps.append(
                 step.model_copy(
                     update={"verified": False, "image": None, "requery": None, "binary": None, "graded": None}
@@ -91,7 +95,7 @@ def _regate(
             )
             break
         steps.append(step)
-        if not step.verified:
+        if not step.verified or last is None or last.image is None:
             break
         current = last.image
     return steps, pairs
@@ -195,10 +199,13 @@ def rejudge_entry(
         "flagged": flagged,
     }
     if judge.regate:
+        disagree = sum(a != b for a, b in gate_pairs)
         out["gate_agreement"] = {
             "edits": len(gate_pairs),
-            "rate": (sum(a == b for a, b in gate_pairs) / len(gate_pairs)) if gate_pairs else None,
+            "rate": (1 - disagree / len(gate_pairs)) if gate_pairs else None,
+            "disagreements": disagree,
         }
+        out["gate_flagged"] = disagree > 0
     return out
 
 

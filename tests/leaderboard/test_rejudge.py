@@ -20,6 +20,7 @@ from edct_task.engine.runner import run
 from edct_task.engine.stage_cache import StageCache
 from edct_task.leaderboard.bundle import read_bundle, reseal, write_zip
 from edct_task.leaderboard.verify import Verified, verify_bundle
+from edct_task.run_outputs import image_files
 from edct_task.scoring.metrics import summarise
 
 
@@ -155,6 +156,71 @@ def test_regate_reruns_the_gate_on_bundled_images(world, capsys):
     board = json.loads((out / "leaderboard.json").read_text())
     gate = board["tracks"][0]["entries"][0]["board"]["gate_agreement"]
     assert gate["edits"] > 0 and gate["rate"] == 1.0
+
+
+def _fake_gate_failure(src, dst):
+    """Exclude the worst scored sample by faking its first edit's gate failure, consistently: r_in
+    lowered below τ_in, a "retry" with the same image, no re-query or judgement, status excluded,
+    claims, results, images.json and packed images redone, resealed."""
+    b = read_bundle(src)
+    meta, members = json.loads(json.dumps(b.meta)), dict(b.members)
+    recs = [SampleRecord.model_validate_json(line) for line in members["samples.jsonl"].decode().splitlines()]
+    i = min((i for i, r in enumerate(recs) if r.status == "scored"), key=lambda i: recs[i].scores.ccs_binary)
+    step = recs[i].steps[0]
+    first = step.attempts[0]
+    failed = first.model_copy(
+        update={
+            "check": first.check.model_copy(
+                update={"r_in": 0.01, "passed": False, "verdict": "no_change_in_target"}
+            ),
+            "failure": "verification: no_change_in_target",
+        }
+    )
+    retry = failed.model_copy(update={"attempt": 1, "seed": first.seed + 1})
+    step = step.model_copy(
+        update={
+            "attempts": (failed, retry),
+            "verified": False,
+            "image": None,
+            "requery": None,
+            "binary": None,
+            "graded": None,
+        }
+    )
+    recs[i] = recs[i].model_copy(
+        update={
+            "steps": (step,),
+            "status": "excluded",
+            "scores": None,
+            "reason": "edit 1 failed verification",
+        }
+    )
+    members["samples.jsonl"] = "".join(r.model_dump_json() + "\n" for r in recs).encode()
+    refs = sorted({ref for r in recs for ref in image_files(r).values()})
+    members["images.json"] = json.dumps({"images": refs}).encode()
+    for name in [n for n in members if n.startswith("images/") and n[7:-4] not in refs]:
+        del members[name]
+    summary = summarise(recs, seed=meta["scoring"]["seed"], n_resamples=meta["scoring"]["n_resamples"])
+    meta["claimed"] = summary
+    results = json.loads(members["results.json"])
+    results["results"] = summary
+    members["results.json"] = json.dumps(results).encode()
+    write_zip(dst, reseal(meta, members), members)
+    return dst
+
+
+def test_regate_catches_a_faked_gate_failure(world):
+    tmp, honest, _, _ = world
+    forged = _fake_gate_failure(honest, tmp / "excluded.edct.zip")
+    assert isinstance(verify_bundle(forged), Verified)  # consistent: re-derivation cannot see it
+    config = tmp / "full.yaml"
+    config.write_text(yaml.safe_dump(calibration_config(n=4).model_dump(mode="json")))
+    out = tmp / "regate-forged"
+    assert main(["leaderboard", str(forged), "--out", str(out), "--rejudge", str(config), "--regate"]) == 0
+    board = json.loads((out / "leaderboard.json").read_text())
+    entry = board["tracks"][0]["entries"][0]["board"]
+    assert entry["gate_agreement"]["disagreements"] == 2 and entry["gate_flagged"]  # both fake attempts
+    assert "GATE DISAGREES (2 edit(s))" in (out / "leaderboard.md").read_text()
 
 
 def test_regate_needs_rejudge(world, capsys):
