@@ -202,9 +202,9 @@ def to_markdown(board: dict[str, Any]) -> str:
             "",
             *([f"Differs from the other tracks in: {differs}", ""] if differs else []),
             "| Rank | Range | Model | Backend | Label | CCS_binary | CCS_graded | AC k=1 | EF k=1 | AC k=2 | "
-            "EF k=2 | scored | excluded | bundle |"
+            "EF k=2 | scored | excluded | unscored | error | bundle |"
             + (" board CCS_binary | agreement | κ | flag |" if rejudged else ""),
-            "| --- " * (14 + (4 if rejudged else 0)) + "|",
+            "| --- " * (16 + (4 if rejudged else 0)) + "|",
         ]
         for r in t["entries"]:
             cells = [
@@ -217,8 +217,7 @@ def to_markdown(board: dict[str, Any]) -> str:
                     interval_cell(r[m])
                     for m in ("ccs_binary", "ccs_graded", "ac_k1", "ef_k1", "ac_k2", "ef_k2")
                 ),
-                str(r["counts"]["scored"]),
-                str(r["counts"]["excluded"]),
+                *(str(r["counts"][c]) for c in ("scored", "excluded", "unscored", "error")),
                 Path(r["bundle"]).name,
             ]
             if rejudged:

@@ -95,7 +95,8 @@ def render_html(board: dict[str, Any]) -> str:
         extra = "<th>board CCS_binary</th><th>agreement</th><th>flag</th>" if rejudged else ""
         parts.append(
             f'<table><thead><tr><th>Rank</th><th>Range</th><th class="l">Model</th><th class="l">Backend</th>'
-            f'<th class="l">Label</th>{head}<th>scored</th><th>excluded</th><th class="l">bundle</th>{extra}'
+            f'<th class="l">Label</th>{head}<th>scored</th><th>excluded</th><th>unscored</th><th>error</th>'
+            f'<th class="l">bundle</th>{extra}'
             "</tr></thead><tbody>"
         )
         for r in t["entries"]:
@@ -115,7 +116,8 @@ def render_html(board: dict[str, Any]) -> str:
                 f'<tr data-model="{_e(r["model"])}"><td>{_e(r["rank"])}</td><td>{_e(span)}</td>'
                 f'<td class="l">{_e(r["model"])}</td><td class="l">{_e(r.get("backend") or "")}</td>'
                 f'<td class="l">{_e(r.get("label") or "")}</td>{cells}<td>{_e(r["counts"]["scored"])}</td>'
-                f'<td>{_e(r["counts"]["excluded"])}</td><td class="l" title="{_e(r["digest"])}">'
+                f"<td>{_e(r['counts']['excluded'])}</td><td>{_e(r['counts']['unscored'])}</td>"
+                f'<td>{_e(r["counts"]["error"])}</td><td class="l" title="{_e(r["digest"])}">'
                 f"{_e(Path(r['bundle']).name)}</td>{board_cells}</tr>"
             )
         parts.append("</tbody></table></section>")
