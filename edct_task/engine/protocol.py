@@ -466,3 +466,9 @@ def sample_protocol(sample: SampleInput, cfg: ProtocolConfig) -> Protocol:
         )
         return finish("unscored", f"no step could be judged: {why}", steps=tuple(steps), scores=scores)
     return finish("scored", failure_reason, steps=tuple(steps), scores=scores)
+
+
+judge_requests = _judge_requests
+"""The judge requests of one step (public for the leaderboard's re-judging)."""
+with_judgements = _with_judgements
+"""A step with its judge replies parsed and combined (public for the leaderboard's re-derivation)."""

@@ -87,8 +87,6 @@ def run(config: RunConfig) -> RunOutcome:
     a cache folder of another schema version stops the run (``CacheSchemaError``) first.
     """
     out_dir, cache_dir = config.output_dir, config.resolved_cache_dir
-    if config.data.source != "calibration":
-        refuse_calibration_roles(config.role_specs(), f"the dataset {config.data.path or '$EDCT_BENCH_DATA'}")
     check_writable(out_dir, "output folder")
     check_writable(cache_dir, "cache folder")
     shard = shard_from_env()  # torchrun / accelerate: this process's share of the documents
@@ -109,6 +107,10 @@ def _run(config: RunConfig, out_dir: Path, cache_dir: Path, shard: Shard | None 
     # the cache (its schema) and the data are checked before any backend is built
     with StageCache(cache_dir) as cache:
         samples = load_samples(config.data, images)
+        if config.data.source != "calibration":  # before any backend is built
+            refuse_calibration_roles(
+                config.role_specs(), f"the dataset {config.data.path or '$EDCT_BENCH_DATA'}"
+            )
         order = {(s.sample.id if isinstance(s, SampleRecord) else s.id): i for i, s in enumerate(samples)}
         if shard is not None:
             samples = shard.take(samples)

@@ -81,6 +81,14 @@ def test_calibration_roles_refuse_a_dataset_before_anything_is_built(tmp_path, m
     for factories in roles_mod.REGISTRY.values():
         for name, factory in list(factories.items()):
             monkeypatch.setitem(factories, name, lambda o, f=factory, n=name: built.append(n) or f(o))
+    from support.sources_fixture import photo_image, write_sources
+
+    from edct_task.bench_data import BuildRequest, build_bench
+
+    src = write_sources(tmp_path / "sources", photo_image)
+    build_bench(
+        BuildRequest(out=tmp_path / "photos", **src.kwargs(), counts={"okvqa": 1, "drivelm": 1, "3dsr": 1})
+    )
     raw = calibration_config(n=3, output_dir=tmp_path / "out").model_dump(mode="json")
     raw["data"] = {"source": "dataset", "path": str(tmp_path / "photos")}
     path = tmp_path / "real.yaml"
