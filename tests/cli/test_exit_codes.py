@@ -89,6 +89,7 @@ def test_calibration_roles_refuse_a_dataset_before_anything_is_built(tmp_path, m
     build_bench(
         BuildRequest(out=tmp_path / "photos", **src.kwargs(), counts={"okvqa": 1, "drivelm": 1, "3dsr": 1})
     )
+    capsys.readouterr()  # the build's own progress lines
     raw = calibration_config(n=3, output_dir=tmp_path / "out").model_dump(mode="json")
     raw["data"] = {"source": "dataset", "path": str(tmp_path / "photos")}
     path = tmp_path / "real.yaml"
