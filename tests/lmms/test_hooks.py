@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import yaml
 
@@ -223,3 +225,21 @@ def test_process_results_is_safe_in_lmms_evals_four_thread_pool(tmp_path, monkey
         assert all(o["n_error"] == 1 and o["edct"]["setup"] == alone["edct"]["setup"] for o in out)
     finally:
         lmms_settings.release()
+
+
+def _run_generate_until_agentic(doc, metadata):  # named as lmms-eval 0.7.3's loop: its frame is read
+    req = SimpleNamespace(metadata=metadata)  # noqa: F841 - the hook reads this frame's `req`
+    return lmms_hooks.doc_to_text(doc, previous_output=["A dog."], round_idx=1, previous_round_info=None)
+
+
+def test_a_padding_request_costs_none_of_our_backends(hook_settings):
+    """Multi-rank runs pad short ranks with clones tagged ``__padding_only__`` that lmms-eval's
+    agentic loop runs anyway: the hook ends them after the model's first reply."""
+    (doc,) = documents.calibration_docs([{"index": 0, "seed": 0}])
+    _visuals, _text, terminal, outputs, info = _run_generate_until_agentic(doc, {"__padding_only__": True})
+    assert terminal and info == {"state": {"padding": True}}
+    assert hook_settings.dispatcher.stats.calls == {} and hook_settings.dispatcher.stats.cache_hits == {}
+    assert lmms_hooks.process_results(doc, [outputs[-1]])["n_error"] == 1  # if it were ever scored
+    _visuals, _text, terminal, _outputs, info = _run_generate_until_agentic(doc, {"task": "t"})
+    assert not terminal and info["edct_session"].rounds == 1  # a real request runs the protocol
+    assert info["state"]["next"] == "baseline.why"
