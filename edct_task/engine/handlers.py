@@ -139,10 +139,10 @@ class TargetHandler:
 
     def encode(self, reply: object) -> dict[str, Any]:
         assert isinstance(reply, Completion)
-        return {"text": reply.text, "reasoning": reply.reasoning}
+        return {"text": reply.text, "reasoning": reply.reasoning, "finish_reason": reply.finish_reason}
 
     def decode(self, value: dict[str, Any]) -> object:
-        return Completion(value["text"], value.get("reasoning"))
+        return Completion(value["text"], value.get("reasoning"), finish_reason=value.get("finish_reason"))
 
 
 def _completion_reply(stage: str, out: object) -> object:
