@@ -50,6 +50,7 @@ def test_public_surface() -> None:
         "ParseResult",
         "Parsed",
         "Unparsed",
+        "UnscoredKind",
         "parse_binary_judgement",
         "parse_concepts",
         "parse_edit_target",
@@ -157,7 +158,7 @@ def test_parse_concepts_keeps_at_most_k() -> None:
 @pytest.mark.parametrize(
     ("reply", "reason"),
     [
-        ("I'm sorry, I can't help with that.", "no JSON array or list found"),
+        ("I'm sorry, I can't help with that.", "the model declined: \"I'm sorry, I can't help with that.\""),
         ("[]", "concept list is empty"),
         ('["", "  "]', "concept list is empty"),
         ('["the red light", "the car"', "no JSON array or list found"),  # truncated
@@ -266,7 +267,7 @@ def test_parse_instructions_cuts_to_n() -> None:
     ("reply", "reason"),
     [
         ("[]", "no JSON array of edits or 'Keep:/Change:' lines found"),
-        ("I cannot edit images.", "no JSON array of edits or 'Keep:/Change:' lines found"),
+        ("I cannot edit images.", "the model declined: 'I cannot edit images.'"),
         ('[{"keep": "all", "how": "softly"}]', "edit 1 has no 'change'"),
         ('[{"change": "remove the car"}, {"keep": "all", "change": "  "}]', "edit 2 has no 'change'"),
         ("Edit 1\nKeep: all\nHow: softly", "edit 1 has no 'change'"),
@@ -372,7 +373,7 @@ def test_binary_judgement_last_occurrence_wins_and_is_noted() -> None:
     judgement = _value(parse_binary_judgement(reply))
     assert isinstance(judgement, BinaryJudgement)
     assert (judgement.ac, judgement.ef, judgement.ccs) == (1, 1, 1)
-    assert judgement.note == "AC stated with different values; the last (1) was used"
+    assert judgement.note == "AC stated with different values; the verdict's (1) was used"
 
 
 def test_binary_judgement_recomputes_ccs_and_notes_disagreement() -> None:
@@ -391,7 +392,6 @@ def test_binary_judgement_recomputes_ccs_and_notes_disagreement() -> None:
         ("AC: 2\nEF: 1", "AC value '2' is not 0 or 1"),
         ("AC: 1\nEF: 0.5", "EF value '0.5' is not 0 or 1"),
         ("AC: 1\nEF: 3/5", "EF value '3/5' is not 0 or 1"),
-        ("AC: 1\nEF: 0\nAC: 7", "AC value '7' is not 0 or 1"),
         ("AC: <0 or 1>\nEF: <0 or 1>", "AC score missing"),
         ("<think>AC: 1\nEF: 1", "reply ends inside an unclosed thinking block (truncated reasoning?)"),
     ],
@@ -884,7 +884,7 @@ def test_binary_judgement_round_trip(
     assert (judgement.ac, judgement.ef, judgement.ccs) == (ac, ef, ac * ef)
     assert (judgement.ac_reason, judgement.ef_reason) == (ac_reason, ef_reason)
     assert ("disagrees" in judgement.note) == (ccs_kind == "wrong")
-    assert (f"AC stated with different values; the last ({ac}) was used" in judgement.note) == restated
+    assert (f"AC stated with different values; the verdict's ({ac}) was used" in judgement.note) == restated
 
 
 _GRADED_FORMS: list[Callable[[int], str]] = [
