@@ -863,10 +863,17 @@ def _target_label(label: str) -> str:
 
 
 def _read_target_value(text: str, pos: int) -> tuple[str, int] | None:
+    """The rest of the line, up to the next ``Type:``/``Target:`` label on it."""
     end = text.find("\n", pos)
     end = len(text) if end == -1 else end
+    search = pos
+    while (label := _TARGET_LABEL_RE.search(text, search, end)) is not None:
+        if reply_scan.after_separator(text, label.end()) is not None:
+            end = label.start()
+            break
+        search = label.end()
     value = text[pos:end]
-    return (value, end) if value.strip() else None
+    return (value, end) if value.strip(" \t,;|") else None
 
 
 def _clean_target(value: str) -> str:
@@ -881,7 +888,7 @@ def _text_targets(body: str, values: list[_JsonValue]) -> list[Block]:
     cut: list[Statement] = []
     for statement, following in zip(found, [*found[1:], None], strict=False):
         end = statement.end if following is None else min(statement.end, following.start)
-        value = body[statement.value_start : end].rstrip(" \t,;")
+        value = body[statement.value_start : end].rstrip(" \t,;|")
         if statement.name == "type":
             word = re.match(r"[A-Za-z]+", value.strip(" *_`\"'"))
             if word is None or " or " in value.casefold():  # '"ADD" or "MODIFY"': the template
