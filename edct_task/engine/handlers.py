@@ -23,6 +23,7 @@ from edct_task.engine.protocol import ProtocolConfig
 from edct_task.engine.requests import AskLLM, AskTarget, EditedImage, EditImage, Failure, Request, VerifyEdit
 from edct_task.engine.stage_cache import ImageStore
 from edct_task.engine.workspace import storage_error
+from edct_task.reply_schemas import reply_schema
 from edct_task.roles import Roles
 from model_adapters.contracts import ChatMessage, Completion, GenerationParams
 from model_adapters.errors import BackendError
@@ -180,6 +181,7 @@ class LLMHandler:
             max_new_tokens=request.max_new_tokens,
             temperature=request.temperature,
             seed=self.seed + request.sample,
+            reply_schema=reply_schema(request.template),
         )
 
     def key(self, request: AskLLM) -> dict[str, Any]:

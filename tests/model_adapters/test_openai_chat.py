@@ -398,6 +398,7 @@ def test_identity_is_endpoint_independent() -> None:
             "max_tokens_cap": None,
             "omit": [],
             "extra_body": {},
+            "structured": "auto",
         }
     )
     assert redact_url("https://u:p@host:8000/v1/?key=1#x") == "https://host:8000/v1"
