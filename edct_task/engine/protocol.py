@@ -191,9 +191,22 @@ def _binary(reply: object) -> BinaryScore:
         return BinaryScore(error=text.describe(), unscored="transport")
     parsed = parsing.parse_binary_judgement(text, finish_reason=_finish(reply))
     if isinstance(parsed, parsing.Unparsed):
-        return BinaryScore(raw=text, error=f"unparseable judgement: {parsed.reason}", unscored=parsed.kind)
+        return BinaryScore(
+            raw=text,
+            finish_reason=_finish(reply),
+            error=f"unparseable judgement: {parsed.reason}",
+            unscored=parsed.kind,
+        )
     v = parsed.value
-    return BinaryScore(raw=text, ac=v.ac, ef=v.ef, ac_reason=v.ac_reason, ef_reason=v.ef_reason, note=v.note)
+    return BinaryScore(
+        raw=text,
+        finish_reason=_finish(reply),
+        ac=v.ac,
+        ef=v.ef,
+        ac_reason=v.ac_reason,
+        ef_reason=v.ef_reason,
+        note=v.note,
+    )
 
 
 def _graded(reply: object) -> GradedScore:
@@ -202,8 +215,15 @@ def _graded(reply: object) -> GradedScore:
         return GradedScore(error=text.describe(), unscored="transport")
     parsed = parsing.parse_graded_judgement(text, finish_reason=_finish(reply))
     if isinstance(parsed, parsing.Unparsed):
-        return GradedScore(raw=text, error=f"unparseable judgement: {parsed.reason}", unscored=parsed.kind)
-    return GradedScore(raw=text, score=parsed.value.score, reason=parsed.value.reason)
+        return GradedScore(
+            raw=text,
+            finish_reason=_finish(reply),
+            error=f"unparseable judgement: {parsed.reason}",
+            unscored=parsed.kind,
+        )
+    return GradedScore(
+        raw=text, finish_reason=_finish(reply), score=parsed.value.score, reason=parsed.value.reason
+    )
 
 
 def _with_judgements(step: ChainStep, replies: Sequence[object], cfg: ProtocolConfig) -> ChainStep:
@@ -336,11 +356,14 @@ def sample_protocol(sample: SampleInput, cfg: ProtocolConfig) -> Protocol:
     parsed_concepts = parsing.parse_concepts(text, cfg.k, finish_reason=_finish(reply))
     if isinstance(parsed_concepts, parsing.Unparsed):
         record["concepts"] = ConceptsRecord(
-            raw=text, error=parsed_concepts.reason, unscored=parsed_concepts.kind
+            raw=text,
+            finish_reason=_finish(reply),
+            error=parsed_concepts.reason,
+            unscored=parsed_concepts.kind,
         )
         return finish("unscored", f"concept extraction unparseable: {parsed_concepts.reason}")
     concepts = tuple(parsed_concepts.value)
-    record["concepts"] = ConceptsRecord(raw=text, concepts=concepts)
+    record["concepts"] = ConceptsRecord(raw=text, finish_reason=_finish(reply), concepts=concepts)
 
     # Stage 3: the whole chain of edit instructions in one call.
     (reply,) = yield (
@@ -363,14 +386,14 @@ def sample_protocol(sample: SampleInput, cfg: ProtocolConfig) -> Protocol:
     parsed_instr = parsing.parse_instructions(text, len(concepts), finish_reason=_finish(reply))
     if isinstance(parsed_instr, parsing.Unparsed):
         record["instructions"] = InstructionsRecord(
-            raw=text, error=parsed_instr.reason, unscored=parsed_instr.kind
+            raw=text, finish_reason=_finish(reply), error=parsed_instr.reason, unscored=parsed_instr.kind
         )
         return finish("unscored", f"edit instructions unparseable: {parsed_instr.reason}")
     chain = tuple(
         ins if ins.concept else ins.model_copy(update={"concept": concept})
         for ins, concept in zip(parsed_instr.value, concepts, strict=False)
     )
-    record["instructions"] = InstructionsRecord(raw=text, instructions=chain)
+    record["instructions"] = InstructionsRecord(raw=text, finish_reason=_finish(reply), instructions=chain)
 
     # Stages 4–7 for every edit of the chain.
     steps: list[ChainStep] = []

@@ -74,6 +74,11 @@ class LLMOutput(Record):
     error: str | None = Field(
         default=None, description="Why the call failed or could not be parsed; None on success."
     )
+    finish_reason: str | None = Field(
+        default=None,
+        description="Why the reply ended, as the server said ('stop', 'length' …); parsers read 'length' "
+        "as truncated, so re-parsing ``raw`` needs it.",
+    )
     unscored: UnscoredReason | None = Field(
         default=None,
         description="The category of ``error``: truncated (cut at the token limit or no complete "
