@@ -44,6 +44,7 @@ import ast
 import json
 import re
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, Union
 
@@ -1072,11 +1073,15 @@ def _json_verdicts(
     return out
 
 
+_Canon = Callable[[str], "str | None"]
+_Accept = Callable[[str, int], bool]
+
+
 def _text_verdicts(
-    body: str, labels: re.Pattern[str], canon: Any, values: list[_JsonValue]
+    body: str, labels: re.Pattern[str], canon: _Canon, values: list[_JsonValue], accept: _Accept | None
 ) -> tuple[list[Block], list[Block]]:
     """Blocks of labelled scores outside JSON: (those outside quotes and asides, all)."""
-    found = reply_scan.scan(body, labels, canon, reply_scan.read_score)
+    found = reply_scan.scan(body, labels, canon, reply_scan.read_score, accept)
     found += reply_scan.table_statements(body, labels, canon, reply_scan.read_score)
     found = reply_scan.mark_enclosed(body, _outside(sorted(found, key=lambda s: s.start), values))
     return reply_scan.blocks(s for s in found if not s.enclosed), reply_scan.blocks(found)
@@ -1085,17 +1090,18 @@ def _text_verdicts(
 def _last_verdict(
     body: str,
     labels: re.Pattern[str],
-    canon: Any,
+    canon: _Canon,
     required: tuple[str, ...],
     json_names: dict[str, str],
     json_reasons: dict[str, tuple[str, ...]],
+    accept: _Accept | None = None,
 ) -> tuple[_Verdict | None, list[Block]]:
     """The last complete verdict (JSON or text); also the text blocks, for notes and reasons."""
     values, _ = _json_values(body, objects_only=True)
     verdicts = [
         v for v in _json_verdicts(values, json_names, json_reasons) if all(n in v.scores for n in required)
     ]
-    outside, every = _text_verdicts(body, labels, canon, values)
+    outside, every = _text_verdicts(body, labels, canon, values, accept)
     for text_blocks in (outside, every):
         complete = [
             _Verdict({n: s.value for n, s in b.fields.items()}, {}, b.start, b.end)
@@ -1205,10 +1211,11 @@ _GRADED_JSON_NAMES = {
 _GRADED_REASON_KEYS = {"": ("reason", "reasoning", "justification", "rationale", "explanation")}
 
 
-def _graded_prefix_ok(body: str, start: int) -> bool:
-    head = body[max(0, start - 24) : start].rstrip(" \t*_#")
-    word = re.search(r"[A-Za-z]+$", head)
-    return word is None or word.group(0).casefold() in _GRADED_PREFIXES or not head.endswith(word.group(0))
+def _graded_label_ok(body: str, start: int) -> bool:
+    """A score label is the verdict's unless a foreign word qualifies it (``Confidence score``)."""
+    head = body[max(0, start - 24) : start].rsplit("\n", 1)[-1].rstrip(" \t*_#")
+    word = re.search(r"[A-Za-z]+\Z", head)
+    return word is None or word.group(0).casefold() in _GRADED_PREFIXES
 
 
 def parse_graded_judgement(text: str, *, finish_reason: str | None = None) -> ParseResult[GradedJudgement]:
@@ -1236,9 +1243,14 @@ def parse_graded_judgement(text: str, *, finish_reason: str | None = None) -> Pa
     body, problem = _prepare(text, finish_reason)
     if problem is not None:
         return problem
-    labels = _GradedLabels(body)
     verdict, _ = _last_verdict(
-        body, labels, labels.canon, ("score",), _GRADED_JSON_NAMES, _GRADED_REASON_KEYS
+        body,
+        _GRADED_LABEL_RE,
+        lambda label: "score",
+        ("score",),
+        _GRADED_JSON_NAMES,
+        _GRADED_REASON_KEYS,
+        accept=_graded_label_ok,
     )
     if verdict is None:
         return _missing(body, finish_reason, "score missing")
@@ -1258,25 +1270,6 @@ def parse_graded_judgement(text: str, *, finish_reason: str | None = None) -> Pa
     score = int(value)
     reason = verdict.reasons.get("") or _reason_before(body, verdict.end, "")
     return Parsed(GradedJudgement(score=score, normalised=(score - 1) / 4, reason=reason))
-
-
-class _GradedLabels:
-    """The graded score's labels in one reply: ``finditer`` skips those after a foreign qualifier."""
-
-    def __init__(self, body: str) -> None:
-        self.body = body
-
-    def finditer(self, text: str) -> Any:
-        for match in _GRADED_LABEL_RE.finditer(text):
-            if _graded_prefix_ok(text, match.start()):
-                yield match
-
-    def fullmatch(self, text: str) -> Any:
-        return _GRADED_LABEL_RE.fullmatch(text)
-
-    @staticmethod
-    def canon(label: str) -> str:
-        return "score"
 
 
 __all__ = [

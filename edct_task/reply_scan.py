@@ -106,13 +106,21 @@ work on a pathological reply that repeats a label a hundred thousand times."""
 
 
 def scan(
-    text: str, labels: re.Pattern[str], canon: Callable[[str], str | None], read: ValueReader
+    text: str,
+    labels: re.Pattern[str],
+    canon: Callable[[str], str | None],
+    read: ValueReader,
+    accept: Callable[[str, int], bool] | None = None,
 ) -> list[Statement]:
-    """Every statement ``label <separator> value`` in ``text``, in order, not overlapping."""
+    """Every statement ``label <separator> value`` in ``text``, in order, not overlapping.
+
+    ``accept(text, start)``: whether a label found at ``start`` is one (e.g. not after a foreign
+    qualifier).
+    """
     out: list[Statement] = []
     taken = 0
     for match in deque(labels.finditer(text), maxlen=MAX_LABELS):
-        if match.start() < taken:
+        if match.start() < taken or (accept is not None and not accept(text, match.start())):
             continue
         name = canon(match.group(0))
         if name is None:
