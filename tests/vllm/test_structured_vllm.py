@@ -46,16 +46,27 @@ def _judge(vllm_server, structured: str) -> OpenAIText:
 
 
 def test_vllm_constrains_the_reply_to_the_schema(vllm_server) -> None:
+    """Greedy decoding of random weights under the schema: every reply is the schema's JSON, or a
+    prefix of it when the model spent its tokens on the whitespace JSON allows between fields (then
+    ``finish_reason`` is ``length`` and the parser says truncated)."""
     judge = _judge(vllm_server, "json_schema")
-    params = GenerationParams(max_new_tokens=64, reply_schema=ENUMS_ONLY)
-    replies = [judge.complete(f"Judge step {i}. Reply with AC and EF.", params) for i in range(3)]
-    for reply in replies:
-        verdict = json.loads(reply.text)  # a random model, yet valid JSON of the schema
-        assert set(verdict) == {"ac", "ef"} and {verdict["ac"], verdict["ef"]} <= {0, 1}
-        assert reply.finish_reason == "stop"
+    params = GenerationParams(max_new_tokens=200, reply_schema=ENUMS_ONLY)
+    prompts = ["Scores?", *(f"Judge step {i}. Reply with AC and EF." for i in range(3))]
+    verdicts = [f'{{"ac":{ac},"ef":{ef}}}' for ac in (0, 1) for ef in (0, 1)]
+    complete = 0
+    for prompt in prompts:
+        reply = judge.complete(prompt, params)
+        compact = "".join(reply.text.split())
+        assert any(v.startswith(compact) for v in verdicts), reply.text[:200]
         parsed = parsing.parse_binary_judgement(reply.text, finish_reason=reply.finish_reason)
-        assert isinstance(parsed, parsing.Parsed)
+        if reply.finish_reason == "length":
+            assert isinstance(parsed, parsing.Unparsed) and parsed.kind == "truncated"
+            continue
+        verdict = json.loads(reply.text)
+        assert reply.finish_reason == "stop" and isinstance(parsed, parsing.Parsed)
         assert (parsed.value.ac, parsed.value.ef) == (verdict["ac"], verdict["ef"])
+        complete += 1
+    assert complete >= 1
     assert not judge.client.schema_rejected
 
 
