@@ -12,7 +12,7 @@ fallback), ``editor`` (ImageEditor), ``detector`` (MaskProvider: finds and masks
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,8 +147,19 @@ CALIBRATION_ONLY = ("calibration-rules", "calibration-editor", "calibration-orac
 edit or locate anything in real photos."""
 
 
-def refuse_calibration_roles(specs: Mapping[str, RoleSpec | PanelSpec], data: str) -> None:
-    """``ConfigError`` when ``data`` (not the calibration world) would meet a calibration-only role."""
+CALIBRATION_SOURCE = "calibration"
+"""The ``source`` of the calibration world's samples (its own documents, or a dataset built from them)."""
+
+
+def refuse_calibration_roles(
+    specs: Mapping[str, RoleSpec | PanelSpec], data: str, sources: Iterable[str | None]
+) -> None:
+    """``ConfigError`` when samples that are not the calibration world's (``sources``: each
+    sample's ``source``) would meet a calibration-only role; ``data`` names them in the message."""
+    foreign = sorted({str(s) for s in sources if s != CALIBRATION_SOURCE})
+    if not foreign:
+        return
+    data = f"{data} (source {', '.join(foreign[:3])}{', …' if len(foreign) > 3 else ''})"
     named = {}
     for role, spec in specs.items():
         members = spec.members if isinstance(spec, PanelSpec) else (spec,)

@@ -133,7 +133,7 @@ def finish(records: list[Any], fail_on_unscored: float | None) -> int:
     if not records:
         return 0
     unreadable = unreadable_kinds(records)
-    if unreadable:
+    if unreadable and fail_on_unscored != 1.0:  # 1.0: the user accepts any unscored share
         print(
             f"edct: no {' and no '.join(unreadable)} judgement of any sample could be read "
             "(see the judge health above and the raw replies in the records); exit code 3",

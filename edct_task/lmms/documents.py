@@ -126,17 +126,18 @@ def _bench_docs(dataset: Any, domain: str) -> Any:
         loaded = dataset  # the user's YAML named the dataset itself (dataset_path / dataset_kwargs)
     else:
         loaded = load_bench_dataset(os.environ.get(ENV_DATA))
-    specs = hook_config().role_specs()
-    refuse_calibration_roles(
-        {r: s for r, s in specs.items() if r != "target"}, f"the EDCT-Bench task ({domain})"
-    )
-    _engine_ready()
     if "domain" not in loaded.column_names:
         raise ValueError(f"EDCT-Bench dataset has no 'domain' column (columns: {loaded.column_names})")
     selected = loaded.filter(lambda d: d == domain, input_columns="domain")
     if len(selected) == 0:
         domains = sorted(set(loaded["domain"]))
         raise ValueError(f"EDCT-Bench dataset has no '{domain}' documents (domains present: {domains})")
+    sources = selected["source"] if "source" in selected.column_names else [None]
+    specs = hook_config().role_specs()
+    refuse_calibration_roles(
+        {r: s for r, s in specs.items() if r != "target"}, f"the EDCT-Bench task ({domain})", sources
+    )
+    _engine_ready()
     return selected
 
 

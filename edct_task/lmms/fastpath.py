@@ -36,8 +36,6 @@ FASTPATH_TASK = "edct_fastpath"
 FASTPATH_SPLIT = "test"
 HOOKS_MODULE = "edct_task.lmms.hooks"
 """Where an EDCT task's ``!function`` hooks live (named, not imported: nothing imports the hooks)."""
-CALIBRATION_TASK = "edct_calibration"
-"""The one task whose documents are calibration scenes (the calibration roles work on it alone)."""
 
 
 @dataclass
@@ -210,11 +208,6 @@ def run_fastpath(
 ) -> FastPathOutcome:
     """Run the EDCT tasks ``tasks`` on lmms-eval model ``model``: lmms-eval's results dict and the
     records behind it."""
-    real = sorted({t.strip() for t in tasks.split(",") if t.strip()} - {CALIBRATION_TASK})
-    if real:
-        refuse_calibration_roles(
-            {r: s for r, s in config.role_specs().items() if r != "target"}, f"task {', '.join(real)}"
-        )
     if lm is None:
         lm = build_model(model, model_args, batch_size=batch_size, device=device)
     target = LmmsTarget(lm, model, model_args)
@@ -297,6 +290,11 @@ def _evaluate(
         for _, doc in chosen:
             samples.append(documents.sample_of(doc, settings.images.put(documents.doc_image(doc))))
 
+    refuse_calibration_roles(  # before any model call
+        {r: s for r, s in settings.config.role_specs().items() if r != "target"},
+        f"task {tasks}",
+        (s.metadata.get("source") for s in samples),
+    )
     limits, dispatcher = settings.config.limits, settings.dispatcher
     records = run_samples(samples, settings.protocol, dispatcher, limits)
     by_id = {r.sample.id: r for r in records}

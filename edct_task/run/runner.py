@@ -107,10 +107,11 @@ def _run(config: RunConfig, out_dir: Path, cache_dir: Path, shard: Shard | None 
     # the cache (its schema) and the data are checked before any backend is built
     with StageCache(cache_dir) as cache:
         samples = load_samples(config.data, images)
-        if config.data.source != "calibration":  # before any backend is built
-            refuse_calibration_roles(
-                config.role_specs(), f"the dataset {config.data.path or '$EDCT_BENCH_DATA'}"
-            )
+        refuse_calibration_roles(  # before any backend is built
+            config.role_specs(),
+            f"the dataset {config.data.path or '$EDCT_BENCH_DATA'}",
+            ((s.sample if isinstance(s, SampleRecord) else s).metadata.get("source") for s in samples),
+        )
         order = {(s.sample.id if isinstance(s, SampleRecord) else s.id): i for i, s in enumerate(samples)}
         if shard is not None:
             samples = shard.take(samples)

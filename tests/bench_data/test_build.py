@@ -94,11 +94,17 @@ def test_build_counts_rules_and_manifest(sources, tmp_path):
 
 def test_loads_from_env_var_and_through_the_bench_task_hooks(sources, tmp_path, monkeypatch):
     import datasets
+    from support.loopback import served_roles_config
 
     from edct_task.lmms import documents, turns
 
     build_bench(request(sources, tmp_path / "bench"))
     monkeypatch.setenv(ENV_DATA, str(tmp_path / "bench"))
+    # real data needs real roles (no call is made while documents load: any address will do)
+    monkeypatch.setenv("EDCT_LOOPBACK_KEY", "sk-unused")
+    roles = served_roles_config(tmp_path / "roles.yaml", "http://127.0.0.1:9", "EDCT_LOOPBACK_KEY")
+    monkeypatch.setenv("EDCT_CONFIG", str(roles))
+    monkeypatch.setenv("EDCT_WORK_DIR", str(tmp_path / "work"))
     assert len(load_bench()) == sum(ALL.values())
     stub = datasets.Dataset.from_list([{documents.STUB_COLUMN: "x"}])
     for hook, domain in (

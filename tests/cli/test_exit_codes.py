@@ -81,14 +81,7 @@ def test_calibration_roles_refuse_a_dataset_before_anything_is_built(tmp_path, m
     for factories in roles_mod.REGISTRY.values():
         for name, factory in list(factories.items()):
             monkeypatch.setitem(factories, name, lambda o, f=factory, n=name: built.append(n) or f(o))
-    from support.sources_fixture import photo_image, write_sources
-
-    from edct_task.bench_data import BuildRequest, build_bench
-
-    src = write_sources(tmp_path / "sources", photo_image)
-    build_bench(
-        BuildRequest(out=tmp_path / "photos", **src.kwargs(), counts={"okvqa": 1, "drivelm": 1, "3dsr": 1})
-    )
+    _photo_bench(tmp_path)
     capsys.readouterr()  # the build's own progress lines
     raw = calibration_config(n=3, output_dir=tmp_path / "out").model_dump(mode="json")
     raw["data"] = {"source": "dataset", "path": str(tmp_path / "photos")}
@@ -102,11 +95,49 @@ def test_calibration_roles_refuse_a_dataset_before_anything_is_built(tmp_path, m
         assert word in err
 
 
-def test_fast_path_refuses_calibration_roles_on_bench_tasks_before_the_model(tmp_path, monkeypatch, capsys):
-    monkeypatch.delenv("EDCT_CONFIG", raising=False)
+def _photo_bench(tmp_path):
+    from support.sources_fixture import photo_image, write_sources
+
+    from edct_task.bench_data import BuildRequest, build_bench
+
+    src = write_sources(tmp_path / "sources", photo_image)
+    counts = {"okvqa": 1, "drivelm": 1, "3dsr": 1}
+    build_bench(BuildRequest(out=tmp_path / "photos", **src.kwargs(), counts=counts))
+    return tmp_path / "photos"
+
+
+def test_fast_path_refuses_calibration_roles_on_photographs_before_any_model_call(
+    tmp_path, monkeypatch, capsys
+):
+    from types import SimpleNamespace
+
     import edct_task.lmms.fastpath as fastpath
 
-    monkeypatch.setattr(fastpath, "build_model", lambda *a, **k: pytest.fail("the model was built"))
-    rc = main(["run", "--model", "qwen3_vl", "--tasks", "edct_bench", "--output", str(tmp_path / "o")])
+    monkeypatch.delenv("EDCT_CONFIG", raising=False)
+    monkeypatch.setenv("EDCT_BENCH_DATA", str(_photo_bench(tmp_path)))
+    monkeypatch.setenv("EDCT_WORK_DIR", str(tmp_path / "work"))
+    never = SimpleNamespace(
+        task_dict={}, is_simple=False, generate_until=lambda r: pytest.fail("model called")
+    )
+    monkeypatch.setattr(fastpath, "build_model", lambda *a, **k: never)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:  # lmms-eval's task load: TaskLoadError, one line, exit 2
+        main(["run", "--model", "qwen3_vl", "--tasks", "edct_bench", "--output", str(tmp_path / "o")])
     err = capsys.readouterr().err
-    assert rc == 2 and "task edct_bench is not calibration data" in err and "EDCT_CONFIG" in err
+    assert stop.value.code == 2, err[-2000:]
+    assert "is not calibration data" in err and "EDCT_CONFIG" in err
+
+
+def test_a_dataset_of_calibration_scenes_is_calibration_data(tmp_path, monkeypatch, capsys):
+    """The refusal reads the samples' source, not the data's kind: a dataset built from the
+    calibration world runs with the calibration roles."""
+    from support.calibration_dataset import write_calibration_dataset
+
+    write_calibration_dataset(tmp_path / "cal", n=3)
+    raw = calibration_config(n=3, output_dir=tmp_path / "out").model_dump(mode="json")
+    raw.update(
+        progress=False, bootstrap_resamples=200, data={"source": "dataset", "path": str(tmp_path / "cal")}
+    )
+    config = tmp_path / "cal.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    assert main(["run", "--config", str(config)]) == 0
