@@ -14,9 +14,7 @@ the same (``tests/engine/test_pipeline.py`` compares the two schedules sample by
 
 from __future__ import annotations
 
-import queue
 import threading
-import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any
@@ -26,11 +24,16 @@ from edct_task.engine.drive import SampleQueue, SampleRun
 from edct_task.engine.protocol import ProtocolConfig
 from edct_task.engine.records import SampleInput, SampleRecord
 from edct_task.engine.requests import Failure, Request
+from edct_task.engine.runtime import Outcome, Runtime, ThreadRuntime, Waitable
 from edct_task.engine.stage_cache import fingerprint
 
 
 class _Batcher:
-    """Continuous micro-batching of one handler's requests (the target's)."""
+    """Continuous micro-batching of one handler's requests (the target's), driven by events.
+
+    A batch goes out when ``size`` requests wait, or ``window_s`` after the first of them
+    arrived, and only while one of ``slots`` is free; while none is, more requests gather into
+    the next batch. Runs on any ``Runtime`` (timers and the clock come from it)."""
 
     def __init__(
         self,
@@ -38,57 +41,68 @@ class _Batcher:
         size: int,
         slots: int,
         window_s: float,
+        runtime: Runtime,
     ) -> None:
-        self._submit, self.size, self.window_s = submit, max(1, size), window_s
-        self._slots = threading.Semaphore(slots)
+        self._submit, self.size, self.window_s, self._rt = submit, max(1, size), window_s, runtime
+        self._free = slots
         self._items: list[tuple[Request, str, Future]] = []
         self._first: float | None = None
-        self._cond = threading.Condition()
+        self._lock = threading.RLock()
+        self._timer: Any = None
         self._closed = False
-        self._thread = threading.Thread(target=self._loop, name="edct-batcher", daemon=True)
-        self._thread.start()
 
     def add(self, request: Request, key: str, future: Future) -> None:
-        with self._cond:
+        with self._lock:
             if not self._items:
-                self._first = time.monotonic()
+                self._open_window()
             self._items.append((request, key, future))
-            self._cond.notify()
+            self._pump()
 
-    def _loop(self) -> None:
-        while True:
-            with self._cond:
-                while not self._items and not self._closed:
-                    self._cond.wait()
-                if self._closed and not self._items:
-                    return
-                deadline = (self._first or time.monotonic()) + self.window_s
-                while len(self._items) < self.size and not self._closed:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        break
-                    self._cond.wait(left)
-            self._slots.acquire()  # while no slot is free, more requests gather into this batch
-            with self._cond:
-                batch, self._items = self._items[: self.size], self._items[self.size :]
-                self._first = time.monotonic() if self._items else None
-            if not batch:
-                self._slots.release()
-                continue
-            self._submit(batch).add_done_callback(lambda _f: self._slots.release())
+    def _open_window(self) -> None:
+        self._first = self._rt.now()
+        self._timer = self._rt.call_later(self.window_s, self._due)  # an earlier one firing is harmless
+
+    def _due(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._pump()
+
+    def _release(self, _f: Future) -> None:
+        with self._lock:
+            self._free += 1
+            self._pump()
+
+    def _pump(self) -> None:
+        """Send batches while a slot is free and a batch is full or its window has passed."""
+        while self._items and self._free > 0:
+            full = len(self._items) >= self.size
+            if not full and (self._first is None or self._rt.now() < self._first + self.window_s):
+                return
+            batch, self._items = self._items[: self.size], self._items[self.size :]
+            self._free -= 1
+            self._first = None
+            if self._items:
+                self._open_window()
+            self._submit(batch).add_done_callback(self._release)
 
     def close(self) -> None:
-        with self._cond:
+        with self._lock:
             self._closed = True
-            self._cond.notify_all()
-        self._thread.join()
+            if self._timer is not None:
+                self._timer.cancel()
 
 
 class Pipeline:
-    """Requests in, futures of replies out, through a ``Dispatcher``'s handlers, pools and observers."""
+    """Requests in, futures of replies out, through a ``Dispatcher``'s handlers, pools and observers.
 
-    def __init__(self, dispatcher: Dispatcher, *, window_s: float = 0.02) -> None:
+    ``runtime`` supplies time, pools, timers and queues (``runtime.py``): real threads by
+    default, a virtual clock for ``edct estimate``."""
+
+    def __init__(
+        self, dispatcher: Dispatcher, *, window_s: float = 0.02, runtime: Runtime | None = None
+    ) -> None:
         self.d = dispatcher
+        self.runtime: Runtime = runtime or ThreadRuntime(dispatcher.pool)
         self._lock = threading.Lock()
         self._inflight: dict[str, Future] = {}
         self._batchers: dict[type, _Batcher] = {}
@@ -96,7 +110,11 @@ class Pipeline:
             if handler.batch_size > 1:
                 slots = dispatcher.pool_size(handler.pool)
                 self._batchers[kind] = _Batcher(
-                    lambda batch, h=handler: self._run(h, batch), handler.batch_size, slots, window_s
+                    lambda batch, h=handler: self._run(h, batch),
+                    handler.batch_size,
+                    slots,
+                    window_s,
+                    self.runtime,
                 )
 
     def submit(self, request: Request) -> Future:
@@ -127,12 +145,12 @@ class Pipeline:
         requests = [r for r, _, _ in batch]
         keys = [k for _, k, _ in batch]
 
-        def work() -> None:
+        def done(outcome: Outcome) -> None:
             try:
-                start, cpu = time.perf_counter(), time.thread_time()
-                replies = handler.call_keyed(requests, keys)
-                seconds = (time.perf_counter() - start) / len(batch)
-                cpu_each = (time.thread_time() - cpu) / len(batch)
+                if isinstance(outcome, BaseException):
+                    raise outcome
+                replies, wall, cpu = outcome
+                seconds, cpu_each = wall / len(batch), cpu / len(batch)
                 for (request, key, future), reply in zip(batch, replies, strict=True):
                     how = "failure" if isinstance(reply, Failure) else "call"
                     self.d.notify("answered", handler.stage(request), how, seconds, key, cpu_each)
@@ -141,7 +159,7 @@ class Pipeline:
                 for _, key, future in batch:
                     self._fail(key, future, exc)
 
-        return self.d.pool(handler.pool).submit(work)
+        return self.runtime.start(handler.pool, lambda: handler.call_keyed(requests, keys), done)
 
     def _resolve(self, key: str, future: Future, reply: object) -> None:
         with self._lock:
@@ -169,14 +187,16 @@ def run_pipelined(
     window: int | None = None,
     batch_window_s: float = 0.02,
     on_record: Callable[[SampleRecord], None] | None = None,
+    runtime: Runtime | None = None,
 ) -> list[SampleRecord]:
     """Run every sample's protocol, each moving on as soon as its replies are in (module docstring).
 
     ``window`` bounds the samples in progress at once (None = all); records come back in input order.
+    ``runtime``: real threads (default) or a ``VirtualRuntime`` (``runtime.py``).
     """
     runs = SampleQueue(samples, protocol, window=window, on_record=on_record)
-    ready: queue.Queue[tuple[SampleRun, tuple[object, ...] | BaseException]] = queue.Queue()
-    pipeline = Pipeline(dispatcher, window_s=batch_window_s)
+    pipeline = Pipeline(dispatcher, window_s=batch_window_s, runtime=runtime)
+    ready: Waitable[tuple[SampleRun, tuple[object, ...] | BaseException]] = pipeline.runtime.queue()
 
     def launch(run: SampleRun, requests: tuple[Request, ...]) -> None:
         futures = [pipeline.submit(r) for r in requests]
