@@ -1,0 +1,258 @@
+"""How long each role's calls take, and how often they fail: the inputs of a wall-time estimate.
+
+A ``CallTime`` is one role's latency model: a call takes ``seconds`` (drawn from a log-normal
+with that mean and standard deviation ``sd``, or resampled from ``observed`` per-call seconds of a
+finished run), plus ``per_item`` seconds per conversation of a batch; a batch of ``n``
+conversations is served ``parallel`` at a time (an OpenAI-compatible target with
+``concurrency: 32`` answers 64 conversations in two waves). ``retry_rate`` is the share of calls
+that need one more attempt on the wire (their latency again plus ``retry_wait_s``);
+``failure_rate`` the share that fail after the adapter's retries (the sample pays: an edit
+attempt is lost, a sample is excluded or unscored).
+
+Where the numbers come from, first match wins (``latency_models``): ``--latency ROLE=S`` on the
+command line; a finished run (``from_run``: per-call statistics in its ``results.json``
+``calls`` block — for the target the seconds per conversation, since a batch's size is not
+recorded — and its verification pass rate and error counts); the ``latency_s`` option of a
+calibration backend in the config; else ``DEFAULTS`` by backend, which are assumptions stated
+in the README (a remote VLM a few seconds, a reasoning judge ~10 s, an image editor ~20 s).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from edct_task.roles import ConfigError
+
+ROLES = ("target", "extractor", "judge", "edit_parser", "editor", "detector")
+STAGE_ROLE = {
+    "target": "target",
+    "concepts": "extractor",
+    "instructions": "extractor",
+    "edit_parse": "edit_parser",
+    "judge": "judge",
+    "edit": "editor",
+    "verify": "detector",
+}
+POOL_OF_ROLE = {
+    "target": "target",
+    "extractor": "text",
+    "judge": "text",
+    "edit_parser": "text",
+    "editor": "edit",
+    "detector": "verify",
+}
+
+
+@dataclass(frozen=True)
+class CallTime:
+    """One role's latency and failure model (module docstring)."""
+
+    seconds: float
+    sd: float = 0.0
+    per_item: float = 0.0
+    parallel: int | None = None
+    retry_rate: float = 0.0
+    retry_wait_s: float = 1.0
+    failure_rate: float = 0.0
+    observed: tuple[float, ...] = ()
+    source: str = "default"
+
+    def draw(self, rng: random.Random, items: int = 1) -> float:
+        """Virtual seconds of one call serving ``items`` conversations, retries included."""
+        waves = 1 if not self.parallel else math.ceil(items / self.parallel)
+        one = sum(self._once(rng) for _ in range(waves)) + self.per_item * items
+        total = one
+        if self.retry_rate and rng.random() < self.retry_rate:
+            total += self.retry_wait_s + one
+        return total
+
+    def _once(self, rng: random.Random) -> float:
+        if self.observed:
+            return rng.choice(self.observed)
+        if self.sd <= 0 or self.seconds <= 0:
+            return self.seconds
+        # log-normal with the given mean and standard deviation
+        s2 = math.log1p((self.sd / self.seconds) ** 2)
+        return rng.lognormvariate(math.log(self.seconds) - s2 / 2, math.sqrt(s2))
+
+
+DEFAULTS: dict[str, dict[str, CallTime]] = {
+    # role -> backend -> model; "*" when the backend is not listed
+    "target": {
+        "calibration-reference": CallTime(0.0, source="default (in-process, microseconds)"),
+        "openai-chat": CallTime(3.0, sd=1.0, source="default (remote VLM, 3 s per request)"),
+        "*": CallTime(0.5, per_item=0.05, source="default (local VLM, 0.5 s + 0.05 s per conversation)"),
+    },
+    "text": {
+        "calibration-rules": CallTime(0.0, source="default (in-process, microseconds)"),
+        "*": CallTime(10.0, sd=4.0, source="default (reasoning LLM, 10 s per call)"),
+    },
+    "editor": {
+        "calibration-editor": CallTime(0.02, source="default (in-process renderer)"),
+        "diffusers": CallTime(40.0, sd=5.0, source="default (local diffusion editor, 40 s per edit)"),
+        "*": CallTime(20.0, sd=6.0, source="default (hosted image editor, 20 s per edit)"),
+    },
+    "detector": {
+        "calibration-oracle": CallTime(0.1, source="default (CPU verification, 0.1 s per edit)"),
+        "*": CallTime(2.0, sd=0.5, source="default (detector + segmenter, 2 s per edit)"),
+    },
+}
+
+
+def _kind(role: str) -> str:
+    return "text" if role in ("extractor", "judge", "edit_parser") else role
+
+
+def _default(role: str, backend: str) -> CallTime:
+    table = DEFAULTS[_kind(role)]
+    return table.get(backend, table["*"])
+
+
+@dataclass(frozen=True)
+class RunStats:
+    """What a finished run says about its calls (``from_run``)."""
+
+    per_stage: dict[str, CallTime]
+    verify_pass_rate: float | None
+    completion_tokens: dict[str, float]
+    """Mean completion (+ reasoning) tokens per request, by role, where the run counted them."""
+    source: str
+
+
+def from_run(folder: Path) -> RunStats:
+    """Per-stage call statistics of a finished run folder (an ``edct run`` output folder, or an
+    lmms-eval output folder holding ``*_results.json`` and ``*samples*.jsonl``)."""
+    folder = Path(folder)
+    results_path = _find(folder, ("results.json", "*_results.json"))
+    if results_path is None:
+        raise ConfigError(f"--latencies-from {folder}: no results.json (or *_results.json) in it")
+    try:
+        results = json.loads(results_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"--latencies-from {results_path}: unreadable ({exc})") from None
+    block = results.get("calls") or (results.get("edct") or {}).get("calls")
+    if not isinstance(block, Mapping) or not block.get("calls"):
+        raise ConfigError(f"--latencies-from {results_path}: it records no backend calls")
+    calls, seconds, failures = block["calls"], block.get("seconds", {}), block.get("failures", {})
+    per_stage: dict[str, CallTime] = {}
+    for stage, n in calls.items():
+        if not n:
+            continue
+        fails = int(failures.get(stage, 0))
+        per_stage[stage] = CallTime(
+            float(seconds.get(stage, 0.0)) / n,
+            failure_rate=fails / (n + fails) if stage != "verify" else 0.0,
+            source=f"{results_path.parent.name}: mean of {n} calls",
+        )
+    usage = (results.get("usage") or (results.get("edct") or {}).get("usage") or {}).get("roles", {})
+    tokens = {
+        role: (u.get("completion_tokens", 0) + u.get("reasoning_tokens", 0)) / u["requests"]
+        for role, u in usage.items()
+        if isinstance(u, Mapping) and u.get("requests")
+    }
+    return RunStats(per_stage, _pass_rate(folder), tokens, str(results_path))
+
+
+def _find(folder: Path, patterns: tuple[str, ...]) -> Path | None:
+    if folder.is_file():
+        return folder
+    for pattern in patterns:
+        hits = sorted(folder.rglob(pattern))
+        if hits:
+            return hits[-1]
+    return None
+
+
+def _pass_rate(folder: Path) -> float | None:
+    """Share of verified edit attempts that passed, from the run's sample records."""
+    path = _find(folder, ("samples.jsonl", "*samples*.jsonl")) if folder.is_dir() else None
+    if path is None:
+        return None
+    passed = checked = 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        record = row.get("edct_record", row) if isinstance(row, dict) else {}
+        for step in record.get("steps") or ():
+            for attempt in step.get("attempts") or ():
+                check = attempt.get("check")
+                if check is not None:
+                    checked += 1
+                    passed += bool(check.get("passed"))
+    return passed / checked if checked else None
+
+
+def parse_assignments(items: list[str], flag: str) -> dict[str, float]:
+    """``ROLE=NUMBER`` pairs of a repeated option."""
+    out: dict[str, float] = {}
+    for item in items:
+        role, _, value = item.partition("=")
+        role = role.strip()
+        if role not in ROLES and role != "text":
+            raise ConfigError(f"{flag} {item!r}: the role must be one of {', '.join(ROLES)} (or text)")
+        try:
+            number = float(value)
+        except ValueError:
+            raise ConfigError(f"{flag} {item!r}: expected ROLE=NUMBER") from None
+        if number < 0:
+            raise ConfigError(f"{flag} {item!r}: must not be negative")
+        for r in ("extractor", "judge", "edit_parser") if role == "text" else (role,):
+            out[r] = number
+    return out
+
+
+def latency_models(
+    roles: Mapping[str, tuple[str, Mapping[str, Any]]],
+    *,
+    run: RunStats | None = None,
+    latency: Mapping[str, float] | None = None,
+    failure: Mapping[str, float] | None = None,
+    retry: Mapping[str, float] | None = None,
+) -> dict[str, CallTime]:
+    """Each role's ``CallTime`` (first match wins, see the module docstring).
+
+    ``roles``: role -> (backend name, options) of the config (a panel: its first member)."""
+    out: dict[str, CallTime] = {}
+    stage_of_role = {
+        "target": "target",
+        "extractor": "concepts",
+        "judge": "judge",
+        "edit_parser": "edit_parse",
+    }
+    stage_of_role.update(editor="edit", detector="verify")
+    for role, (backend, options) in roles.items():
+        if role not in ROLES:
+            continue
+        model = _default(role, backend)
+        if options.get("latency_s") is not None:
+            model = CallTime(float(options["latency_s"]), source="config latency_s")
+        if role == "extractor" and run is not None:  # extractor: the mean over both of its stages
+            measured = [run.per_stage[s] for s in ("concepts", "instructions") if s in run.per_stage]
+            if measured:
+                model = replace(
+                    measured[0],
+                    seconds=sum(m.seconds for m in measured) / len(measured),
+                )
+        elif run is not None and stage_of_role[role] in run.per_stage:
+            measured = run.per_stage[stage_of_role[role]]
+            if role == "target":  # seconds per conversation: a batch of n costs n times that
+                measured = replace(measured, seconds=0.0, per_item=measured.seconds)
+            model = measured
+        if latency and role in latency:
+            model = CallTime(latency[role], source="--latency")
+        if role == "target" and model.parallel is None and backend == "openai-chat":
+            model = replace(model, parallel=int(options.get("concurrency", 16)))
+        if failure and role in failure:
+            model = replace(model, failure_rate=failure[role])
+        if retry and role in retry:
+            model = replace(model, retry_rate=retry[role])
+        out[role] = model
+    return out
