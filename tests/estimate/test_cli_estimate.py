@@ -1,0 +1,94 @@
+"""``edct estimate`` end to end: a shipped preset by name, prices, a finished run's latencies,
+and user errors that exit 2 with one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from edct_task.cli.main import main
+from edct_task.config import calibration_config
+from edct_task.engine.runner import run
+from edct_task.estimate.presets import PRESET_DIR
+
+
+def _estimate(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
+    assert main(["estimate", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_a_shipped_preset_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _estimate(capsys, "--config", "paper-qwen3-judge-flux2-max", "--n", "30", "--verify-pass-rate", "1")
+    roles = {r["role"]: r for r in out["roles"]}
+    assert out["n"] == 30 and out["statuses"] == {"scored": 30}
+    assert roles["target"]["conversations"] == 30 * 6 and roles["target"]["images"] == 30 * 6
+    assert roles["editor"]["calls"] == 60 and roles["detector"]["calls"] == 60
+    assert roles["judge"]["calls"] == 30 * 2 * 2
+    assert out["bottleneck"] in out["busy_fraction"] and out["wall_s"] > 0
+    assert [w["label"] for w in out["what_if"]][:2] == ["editor_concurrency 4", "editor_concurrency 16"]
+
+
+def test_text_report_names_the_bottleneck(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["estimate", "--config", "local-vllm-cluster", "--n", "20", "--no-what-if"]) == 0
+    text = capsys.readouterr().out
+    assert "bottleneck: editor" in text  # one diffusers editor at 40 s an edit
+    assert "cost: unknown (no prices:)" in text
+
+
+def test_cost_from_the_roles_prices(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    raw = yaml.safe_load((PRESET_DIR / "paper-qwen3-judge-flux2-max.yaml").read_text())
+    raw["roles"]["judge"] = {
+        **raw["roles"]["judge"],
+        "prices": {"input_per_million": 2.0, "output_per_million": 8.0},
+    }
+    path = tmp_path / "priced.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    out = _estimate(capsys, "--config", str(path), "--n", "10", "--no-what-if")
+    judge = next(r for r in out["roles"] if r["role"] == "judge")
+    assert judge["cost_usd"] == pytest.approx(
+        (judge["prompt_tokens"] * 2.0 + judge["completion_tokens"] * 8.0) / 1e6
+    )
+    assert judge["max_cost_usd"] > judge["cost_usd"]
+    assert out["cost_usd"] == pytest.approx(judge["cost_usd"], abs=0.006)  # the only priced role
+
+
+def test_latencies_from_a_finished_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = calibration_config("faithful", n=6, output_dir=tmp_path / "run")
+    raw = cfg.model_dump(mode="json")
+    raw.update(progress=False, bootstrap_resamples=200)
+    raw["roles"]["editor"]["latency_s"] = 0.05
+    config_path = tmp_path / "cfg.yaml"
+    config_path.write_text(yaml.safe_dump(raw))
+    from edct_task.config import load_config
+
+    outcome = run(load_config(config_path))
+    calls = outcome.results["calls"]
+    out = _estimate(
+        capsys, "--config", str(config_path), "--latencies-from", str(tmp_path / "run"), "--n", "6"
+    )
+    editor = next(r for r in out["roles"] if r["role"] == "editor")
+    assert "run: mean of" in editor["latency"]
+    measured = calls["seconds"]["edit"] / calls["calls"]["edit"]
+    assert f"{measured:.3g} s" in editor["latency"]
+    assert measured >= 0.05
+    assert 0.0 < out["verify_pass_rate"] <= 1.0
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--config", "no-such-preset"], "no shipped preset of that name"),
+        (["--config", "paper-qwen3-judge-flux2-max", "--set", "limits.schedule=lockstep"], "pipelined"),
+        (["--config", "paper-qwen3-judge-flux2-max", "--latency", "painter=3"], "the role must be one of"),
+        (["--config", "paper-qwen3-judge-flux2-max", "--latencies-from", "/nonexistent"], "no results.json"),
+    ],
+)
+def test_user_errors_exit_2_with_one_line(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["estimate", *args, "--n", "2"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
