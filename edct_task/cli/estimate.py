@@ -45,6 +45,9 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--verify-pass-rate", type=_fraction, default=None, help="edit attempts that pass (0.8)")
     p.add_argument("--image-tokens", type=int, default=1000, help="tokens per image a model reads (1000)")
+    p.add_argument(
+        "--cores", type=int, default=None, help="processors for in-process work (default: this machine's)"
+    )
     p.add_argument("--no-what-if", action="store_true", help="skip the what-if rows")
     p.add_argument("--json", action="store_true", help="print the estimate as JSON")
     p.add_argument(
@@ -79,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.n is not None and args.n < 1:
         raise ConfigError("--n must be at least 1")
+    if args.cores is not None and args.cores < 1:
+        raise ConfigError("--cores must be at least 1")
     path = config_location(args.config)
     config = load_config(path, args.overrides)
     result = estimate(
@@ -91,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         verify_pass_rate=args.verify_pass_rate,
         image_tokens=args.image_tokens,
         what_if=not args.no_what_if,
+        cpus=args.cores,
     )
     print(json.dumps(result.as_dict(), indent=2) if args.json else render(result, path.stem))
     return 0

@@ -8,8 +8,9 @@ driver waits on for finished samples (``queue``).
 - ``ThreadRuntime`` (every real run): the dispatcher's thread pools, ``threading.Timer`` and
   ``queue.Queue``; a call's seconds are measured with ``perf_counter`` / ``thread_time``.
 - ``VirtualRuntime`` (``edct estimate``): a discrete-event loop on one thread. A call runs at
-  once and *charges* the virtual seconds it would take (``charge``, from a simulated backend);
-  its reply is delivered, and its pool slot freed, that many virtual seconds later. Waiting on
+  once and *charges* the virtual seconds it would take (``charge``, from a simulated backend:
+  seconds of waiting, and CPU seconds that queue for one of the machine's processors); its
+  reply is delivered, and its pool slot freed, when that time has passed on the virtual clock. Waiting on
   the queue runs the event loop until something arrives. Nothing sleeps: thousands of samples
   take seconds, and the same scheduling code decides the order as in a real run.
 """
@@ -24,6 +25,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -99,32 +101,39 @@ class _Timer:
 class VirtualRuntime:
     """A discrete-event loop with a virtual clock (see the module docstring).
 
-    ``pool_sizes`` gives each pool's concurrency limit. ``charge(seconds)``, called by a
-    simulated backend inside a call, adds to that call's virtual duration. ``busy`` holds the
-    virtual seconds each pool's slots were occupied.
+    ``pool_sizes`` gives each pool's concurrency limit. ``charge(seconds, cpu)``, called by a
+    simulated backend inside a call, adds to that call's virtual duration: ``seconds`` of waiting
+    (a remote model, a sleep) and then ``cpu`` seconds of computing, which need one of ``cpus``
+    processors (first come, first served; ``None``: as many as asked for). ``busy`` holds the
+    virtual seconds each pool's slots were occupied; ``cpu_busy`` the processors'.
     """
 
-    def __init__(self, pool_sizes: dict[str, int]) -> None:
+    def __init__(self, pool_sizes: dict[str, int], *, cpus: int | None = None) -> None:
         self.clock = 0.0
         self.sizes = dict(pool_sizes)
+        self.cpus = cpus
         self.busy: dict[str, float] = {name: 0.0 for name in pool_sizes}
+        self.cpu_busy = 0.0
         self._running: dict[str, int] = {name: 0 for name in pool_sizes}
         self._waiting: dict[str, deque[tuple[Callable[[], Any], Callable[[Outcome], None], Future]]] = {
             name: deque() for name in pool_sizes
         }
         self._events: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
-        self._charged: float | None = None
+        self._charged: list[float] | None = None
+        self._cpu_queue: deque[tuple[float, Callable[[], None]]] = deque()
+        self._cpu_running = 0
 
     # -- clock and events ---------------------------------------------------------------------
     def now(self) -> float:
         return self.clock
 
-    def charge(self, seconds: float) -> None:
-        """Add ``seconds`` of virtual time to the call being run (a simulated backend's latency)."""
+    def charge(self, seconds: float, cpu: float = 0.0) -> None:
+        """Add ``seconds`` of waiting and ``cpu`` seconds of computing to the call being run."""
         if self._charged is None:
             raise RuntimeError("charge() outside a call started by this runtime")
-        self._charged += max(0.0, float(seconds))
+        self._charged[0] += max(0.0, float(seconds))
+        self._charged[1] += max(0.0, float(cpu))
 
     def _at(self, when: float, fn: Callable[[], None]) -> None:
         heapq.heappush(self._events, (when, next(self._seq), fn))
@@ -154,23 +163,46 @@ class VirtualRuntime:
         while self._waiting[pool] and self._running[pool] < self.sizes[pool]:
             call, done, future = self._waiting[pool].popleft()
             self._running[pool] += 1
-            self._charged = 0.0
+            self._charged = [0.0, 0.0]
             outcome: Outcome
             try:
                 result = call()
-                seconds = self._charged
-                outcome = (result, seconds, 0.0)
+                outcome = (result, 0.0, 0.0)  # seconds are filled in when the call ends
             except BaseException as exc:
-                seconds, outcome = self._charged or 0.0, exc
-            finally:
-                self._charged = None
-            self.busy[pool] += seconds
-            self._at(
-                self.clock + seconds, lambda p=pool, d=done, o=outcome, f=future: self._finish(p, d, o, f)
-            )
+                outcome = exc
+            wait, cpu = self._charged
+            self._charged = None
+            finish = partial(self._finish, pool, done, outcome, future, self.clock)
+            if cpu > 0 and self.cpus is not None:
+                self._at(self.clock + wait, partial(self._need_cpu, cpu, finish))
+            else:
+                self._at(self.clock + wait + cpu, finish)
 
-    def _finish(self, pool: str, done: Callable[[Outcome], None], outcome: Outcome, future: Future) -> None:
+    def _need_cpu(self, cpu: float, then: Callable[[], None]) -> None:
+        self._cpu_queue.append((cpu, then))
+        self._fill_cpu()
+
+    def _fill_cpu(self) -> None:
+        assert self.cpus is not None
+        while self._cpu_queue and self._cpu_running < self.cpus:
+            cpu, then = self._cpu_queue.popleft()
+            self._cpu_running += 1
+            self.cpu_busy += cpu
+            self._at(self.clock + cpu, partial(self._cpu_done, then))
+
+    def _cpu_done(self, then: Callable[[], None]) -> None:
+        self._cpu_running -= 1
+        self._fill_cpu()
+        then()
+
+    def _finish(
+        self, pool: str, done: Callable[[Outcome], None], outcome: Outcome, future: Future, started: float
+    ) -> None:
         self._running[pool] -= 1
+        seconds = self.clock - started
+        self.busy[pool] += seconds
+        if not isinstance(outcome, BaseException):
+            outcome = (outcome[0], seconds, 0.0)
         try:
             done(outcome)
         finally:

@@ -11,10 +11,11 @@ attempt is lost, a sample is excluded or unscored).
 
 Where the numbers come from, first match wins (``latency_models``): ``--latency ROLE=S`` on the
 command line; a finished run (``from_run``: per-call statistics in its ``results.json``
-``calls`` block — for the target the seconds per conversation, since a batch's size is not
-recorded — and its verification pass rate and error counts); the ``latency_s`` option of a
-calibration backend in the config; else ``DEFAULTS`` by backend, which are assumptions stated
-in the README (a remote VLM a few seconds, a reasoning judge ~10 s, an image editor ~20 s).
+``calls`` block, and its verification pass rate and failure counts); the ``latency_s`` option
+of a calibration backend in the config; else ``DEFAULTS`` by backend, which are assumptions
+stated in the README (a remote VLM a few seconds, a reasoning judge ~10 s, an image editor
+~20 s). For the target a run records seconds per conversation, not per batch (batch sizes are
+not logged), so a per-batch ``latency_s`` in the config is preferred to it.
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ class CallTime:
     seconds: float
     sd: float = 0.0
     per_item: float = 0.0
+    cpu: float = 0.0
+    """CPU seconds in this process per call (per conversation for the target): verification, an
+    in-process model; they queue for the machine's processors."""
     parallel: int | None = None
     retry_rate: float = 0.0
     retry_wait_s: float = 1.0
@@ -63,14 +67,15 @@ class CallTime:
     observed: tuple[float, ...] = ()
     source: str = "default"
 
-    def draw(self, rng: random.Random, items: int = 1) -> float:
-        """Virtual seconds of one call serving ``items`` conversations, retries included."""
+    def draw(self, rng: random.Random, items: int = 1) -> tuple[float, float]:
+        """(waiting seconds, CPU seconds) of one call serving ``items`` conversations, retries
+        included."""
         waves = 1 if not self.parallel else math.ceil(items / self.parallel)
         one = sum(self._once(rng) for _ in range(waves)) + self.per_item * items
         total = one
         if self.retry_rate and rng.random() < self.retry_rate:
             total += self.retry_wait_s + one
-        return total
+        return total, self.cpu * items
 
     def _once(self, rng: random.Random) -> float:
         if self.observed:
@@ -85,7 +90,7 @@ class CallTime:
 DEFAULTS: dict[str, dict[str, CallTime]] = {
     # role -> backend -> model; "*" when the backend is not listed
     "target": {
-        "calibration-reference": CallTime(0.0, source="default (in-process, microseconds)"),
+        "calibration-reference": CallTime(0.0, cpu=0.005, source="default (in-process, 5 ms CPU)"),
         "openai-chat": CallTime(3.0, sd=1.0, source="default (remote VLM, 3 s per request)"),
         "*": CallTime(0.5, per_item=0.05, source="default (local VLM, 0.5 s + 0.05 s per conversation)"),
     },
@@ -94,12 +99,12 @@ DEFAULTS: dict[str, dict[str, CallTime]] = {
         "*": CallTime(10.0, sd=4.0, source="default (reasoning LLM, 10 s per call)"),
     },
     "editor": {
-        "calibration-editor": CallTime(0.02, source="default (in-process renderer)"),
+        "calibration-editor": CallTime(0.0, cpu=0.018, source="default (in-process renderer, 18 ms CPU)"),
         "diffusers": CallTime(40.0, sd=5.0, source="default (local diffusion editor, 40 s per edit)"),
         "*": CallTime(20.0, sd=6.0, source="default (hosted image editor, 20 s per edit)"),
     },
     "detector": {
-        "calibration-oracle": CallTime(0.1, source="default (CPU verification, 0.1 s per edit)"),
+        "calibration-oracle": CallTime(0.0, cpu=0.065, source="default (verification, 65 ms CPU)"),
         "*": CallTime(2.0, sd=0.5, source="default (detector + segmenter, 2 s per edit)"),
     },
 }
@@ -140,13 +145,16 @@ def from_run(folder: Path) -> RunStats:
     if not isinstance(block, Mapping) or not block.get("calls"):
         raise ConfigError(f"--latencies-from {results_path}: it records no backend calls")
     calls, seconds, failures = block["calls"], block.get("seconds", {}), block.get("failures", {})
+    cpu_seconds = block.get("cpu_seconds", {})
     per_stage: dict[str, CallTime] = {}
     for stage, n in calls.items():
         if not n:
             continue
         fails = int(failures.get(stage, 0))
+        wall, cpu = float(seconds.get(stage, 0.0)) / n, float(cpu_seconds.get(stage, 0.0)) / n
         per_stage[stage] = CallTime(
-            float(seconds.get(stage, 0.0)) / n,
+            max(0.0, wall - cpu),
+            cpu=cpu,
             failure_rate=fails / (n + fails) if stage != "verify" else 0.0,
             source=f"{results_path.parent.name}: mean of {n} calls",
         )
@@ -190,6 +198,22 @@ def _pass_rate(folder: Path) -> float | None:
     return passed / checked if checked else None
 
 
+def _measured(role: str, run: RunStats | None) -> CallTime | None:
+    """A role's model from a finished run: the mean over its stages' calls (the target: per
+    conversation, since the run does not record its batches' sizes)."""
+    if run is None:
+        return None
+    stages = [s for s, r in STAGE_ROLE.items() if r == role and s in run.per_stage]
+    if not stages:
+        return None
+    first = run.per_stage[stages[0]]
+    mean = sum(run.per_stage[s].seconds for s in stages) / len(stages)
+    cpu = sum(run.per_stage[s].cpu for s in stages) / len(stages)
+    if role == "target":
+        return replace(first, seconds=0.0, per_item=mean, cpu=cpu)
+    return replace(first, seconds=mean, cpu=cpu)
+
+
 def parse_assignments(items: list[str], flag: str) -> dict[str, float]:
     """``ROLE=NUMBER`` pairs of a repeated option."""
     out: dict[str, float] = {}
@@ -221,31 +245,19 @@ def latency_models(
 
     ``roles``: role -> (backend name, options) of the config (a panel: its first member)."""
     out: dict[str, CallTime] = {}
-    stage_of_role = {
-        "target": "target",
-        "extractor": "concepts",
-        "judge": "judge",
-        "edit_parser": "edit_parse",
-    }
-    stage_of_role.update(editor="edit", detector="verify")
     for role, (backend, options) in roles.items():
         if role not in ROLES:
             continue
         model = _default(role, backend)
-        if options.get("latency_s") is not None:
-            model = CallTime(float(options["latency_s"]), source="config latency_s")
-        if role == "extractor" and run is not None:  # extractor: the mean over both of its stages
-            measured = [run.per_stage[s] for s in ("concepts", "instructions") if s in run.per_stage]
-            if measured:
-                model = replace(
-                    measured[0],
-                    seconds=sum(m.seconds for m in measured) / len(measured),
-                )
-        elif run is not None and stage_of_role[role] in run.per_stage:
-            measured = run.per_stage[stage_of_role[role]]
-            if role == "target":  # seconds per conversation: a batch of n costs n times that
-                measured = replace(measured, seconds=0.0, per_item=measured.seconds)
+        configured = options.get("latency_s")
+        measured = _measured(role, run)
+        if role == "target" and configured is not None:  # a batch's latency beats a per-conversation mean
+            cpu = measured.cpu if measured is not None else model.cpu
+            model = CallTime(float(configured), cpu=cpu, source="config latency_s (per batch)")
+        elif measured is not None:
             model = measured
+        elif configured is not None:  # the calibration backends sleep, then compute
+            model = replace(model, seconds=float(configured), sd=0.0, source="config latency_s")
         if latency and role in latency:
             model = CallTime(latency[role], source="--latency")
         if role == "target" and model.parallel is None and backend == "openai-chat":

@@ -129,6 +129,7 @@ def estimate(
     image_tokens: int = IMAGE_TOKENS,
     what_if: bool = True,
     seed: int = 0,
+    cpus: int | None = None,
 ) -> Estimate:
     """The whole estimate for ``n`` items of ``config`` (module docstring)."""
     backends = role_backends(config)
@@ -159,6 +160,7 @@ def estimate(
             verify_pass_rate=pass_rate,
             completion_tokens=tokens,
             seed=seed,
+            cpus=cpus,
         )
 
     main = sim(config.limits)
@@ -219,6 +221,8 @@ def _describe(t: CallTime) -> str:
         base = f"{t.seconds:.3g} s" + (f" ± {t.sd:.2g}" if t.sd else "")
         if t.per_item:
             base += f" + {t.per_item:.3g} s per conversation"
+    if t.cpu:
+        base += f" + {t.cpu * 1000:.3g} ms CPU" + (" per conversation" if t.per_item else "")
     if t.parallel:
         base += f", {t.parallel} at a time"
     extras = []

@@ -9,6 +9,7 @@ POOL_ROLES = {
     "text": "extractor/judge/edit parser",
     "edit": "editor",
     "verify": "verification",
+    "cpu": "CPU of this machine",
 }
 
 

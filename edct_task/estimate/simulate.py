@@ -16,6 +16,7 @@ Nothing sleeps and nothing leaves the process: a thousand samples take a few sec
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 from collections.abc import Mapping, Sequence
@@ -97,7 +98,6 @@ class RoleCount:
     completion_tokens: float = 0.0
     max_completion_tokens: int = 0
     failures: int = 0
-    busy_s: float = 0.0
 
 
 @dataclass
@@ -163,11 +163,10 @@ class SimHandler:
     def call(self, batch: Sequence[Request]) -> list[object]:
         role = self.role(batch[0])
         time = self.times[role]
-        seconds = time.draw(self.rng, len(batch))
-        self.rt.charge(seconds)
+        wait, cpu = time.draw(self.rng, len(batch))
+        self.rt.charge(wait, cpu)
         count = self.counts.setdefault(role, RoleCount())
         count.calls += 1
-        count.busy_s += seconds
         replies: list[object] = []
         for request in batch:
             count.items += 1
@@ -229,6 +228,10 @@ class SimHandler:
         return Completion(_JUDGE_GRADED)
 
 
+def machine_cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def synthetic_samples(n: int) -> list[SampleInput]:
     return [
         SampleInput(
@@ -250,9 +253,12 @@ def simulate(
     verify_pass_rate: float = 0.8,
     completion_tokens: Mapping[str, float] | None = None,
     seed: int = 0,
+    cpus: int | None = None,
     keep_records: bool = False,
 ) -> Simulation:
-    """Run ``n`` synthetic samples through the real pipelined driver on a virtual clock."""
+    """Run ``n`` synthetic samples through the real pipelined driver on a virtual clock.
+
+    ``cpus``: processors for the CPU part of calls (``CallTime.cpu``); None: this machine's."""
     if limits.schedule != "pipelined":
         from edct_task.roles import ConfigError
 
@@ -260,7 +266,7 @@ def simulate(
             "edct estimate simulates the pipelined schedule; this config sets limits.schedule: lockstep"
         )
     concurrency = limits.concurrency()
-    runtime = VirtualRuntime(dict(vars(concurrency)))
+    runtime = VirtualRuntime(dict(vars(concurrency)), cpus=cpus or machine_cpus())
     rng = random.Random(seed)
     counts: dict[str, RoleCount] = {}
     tokens = {**COMPLETION_TOKENS, **(completion_tokens or {})}
@@ -299,8 +305,8 @@ def simulate(
     return Simulation(
         n=n,
         wall_s=runtime.clock,
-        pool_busy_s=dict(runtime.busy),
-        pool_size=dict(vars(concurrency)),
+        pool_busy_s={**runtime.busy, "cpu": runtime.cpu_busy},
+        pool_size={**vars(concurrency), "cpu": runtime.cpus or 1},
         roles=counts,
         statuses=statuses,
         edit_attempts=attempts,

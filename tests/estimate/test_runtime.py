@@ -65,3 +65,18 @@ def test_charge_outside_a_call_and_an_empty_loop_are_errors() -> None:
         rt.charge(1.0)
     with pytest.raises(Stalled):
         rt.queue().get()
+
+
+def test_cpu_seconds_queue_for_the_processors() -> None:
+    rt = VirtualRuntime({"verify": 4}, cpus=1)
+    finished: list[float] = []
+
+    def check() -> None:
+        rt.charge(0.5, cpu=1.0)  # half a second of waiting, then one CPU second
+
+    for _ in range(3):
+        rt.start("verify", check, lambda out: finished.append(rt.now()))
+    while rt.step():
+        pass
+    assert finished == [1.5, 2.5, 3.5]  # one processor: the CPU parts run one after the other
+    assert rt.cpu_busy == 3.0 and rt.busy["verify"] == 1.5 + 2.5 + 3.5
