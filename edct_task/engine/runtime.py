@@ -101,11 +101,13 @@ class _Timer:
 class VirtualRuntime:
     """A discrete-event loop with a virtual clock (see the module docstring).
 
-    ``pool_sizes`` gives each pool's concurrency limit. ``charge(seconds, cpu)``, called by a
-    simulated backend inside a call, adds to that call's virtual duration: ``seconds`` of waiting
-    (a remote model, a sleep) and then ``cpu`` seconds of computing, which need one of ``cpus``
-    processors (first come, first served; ``None``: as many as asked for). ``busy`` holds the
-    virtual seconds each pool's slots were occupied; ``cpu_busy`` the processors'.
+    ``pool_sizes`` gives each pool's concurrency limit. ``charge(seconds, cpu, hold)``, called by
+    a simulated backend inside a call, adds to that call's virtual duration: ``seconds`` of
+    waiting (a remote model, a sleep) — spent holding the lock ``hold`` when given (one in-process
+    model behind a lock serves one call at a time) — and then ``cpu`` seconds of computing, which
+    need one of ``cpus`` processors (first come, first served; ``None``: as many as asked for).
+    ``busy`` holds the virtual seconds each pool's slots were occupied; ``cpu_busy`` the
+    processors'.
     """
 
     def __init__(self, pool_sizes: dict[str, int], *, cpus: int | None = None) -> None:
@@ -120,20 +122,23 @@ class VirtualRuntime:
         }
         self._events: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
-        self._charged: list[float] | None = None
-        self._cpu_queue: deque[tuple[float, Callable[[], None]]] = deque()
-        self._cpu_running = 0
+        self._charged: list[Any] | None = None
+        self._queues: dict[str, deque[tuple[float, Callable[[], None]]]] = {}
+        self._holding: dict[str, int] = {}
 
     # -- clock and events ---------------------------------------------------------------------
     def now(self) -> float:
         return self.clock
 
-    def charge(self, seconds: float, cpu: float = 0.0) -> None:
-        """Add ``seconds`` of waiting and ``cpu`` seconds of computing to the call being run."""
+    def charge(self, seconds: float, cpu: float = 0.0, hold: str | None = None) -> None:
+        """Add ``seconds`` of waiting (holding the lock ``hold``) and ``cpu`` seconds of computing
+        to the call being run."""
         if self._charged is None:
             raise RuntimeError("charge() outside a call started by this runtime")
         self._charged[0] += max(0.0, float(seconds))
         self._charged[1] += max(0.0, float(cpu))
+        if hold is not None:
+            self._charged[2] = hold
 
     def _at(self, when: float, fn: Callable[[], None]) -> None:
         heapq.heappush(self._events, (when, next(self._seq), fn))
@@ -163,36 +168,49 @@ class VirtualRuntime:
         while self._waiting[pool] and self._running[pool] < self.sizes[pool]:
             call, done, future = self._waiting[pool].popleft()
             self._running[pool] += 1
-            self._charged = [0.0, 0.0]
+            self._charged = [0.0, 0.0, None]
             outcome: Outcome
             try:
                 result = call()
                 outcome = (result, 0.0, 0.0)  # seconds are filled in when the call ends
             except BaseException as exc:
                 outcome = exc
-            wait, cpu = self._charged
+            wait, cpu, hold = self._charged
             self._charged = None
             finish = partial(self._finish, pool, done, outcome, future, self.clock)
-            if cpu > 0 and self.cpus is not None:
-                self._at(self.clock + wait, partial(self._need_cpu, cpu, finish))
+            computed = finish
+            if cpu > 0:
+                computed = (
+                    partial(self._use, "cpu", cpu, finish)
+                    if self.cpus is not None
+                    else partial(self._at_delay, cpu, finish)
+                )
+            if hold is not None:
+                self._use(hold, wait, computed)
             else:
-                self._at(self.clock + wait + cpu, finish)
+                self._at(self.clock + wait, computed)
 
-    def _need_cpu(self, cpu: float, then: Callable[[], None]) -> None:
-        self._cpu_queue.append((cpu, then))
-        self._fill_cpu()
+    def _at_delay(self, delay: float, fn: Callable[[], None]) -> None:
+        self._at(self.clock + delay, fn)
 
-    def _fill_cpu(self) -> None:
-        assert self.cpus is not None
-        while self._cpu_queue and self._cpu_running < self.cpus:
-            cpu, then = self._cpu_queue.popleft()
-            self._cpu_running += 1
-            self.cpu_busy += cpu
-            self._at(self.clock + cpu, partial(self._cpu_done, then))
+    def _use(self, resource: str, seconds: float, then: Callable[[], None]) -> None:
+        """Hold one unit of ``resource`` (``cpu``: ``cpus`` units; a lock: one) for ``seconds``."""
+        self._queues.setdefault(resource, deque()).append((seconds, then))
+        self._serve(resource)
 
-    def _cpu_done(self, then: Callable[[], None]) -> None:
-        self._cpu_running -= 1
-        self._fill_cpu()
+    def _serve(self, resource: str) -> None:
+        capacity = (self.cpus or 1) if resource == "cpu" else 1
+        queue_ = self._queues[resource]
+        while queue_ and self._holding.get(resource, 0) < capacity:
+            seconds, then = queue_.popleft()
+            self._holding[resource] = self._holding.get(resource, 0) + 1
+            if resource == "cpu":
+                self.cpu_busy += seconds
+            self._at(self.clock + seconds, partial(self._release, resource, then))
+
+    def _release(self, resource: str, then: Callable[[], None]) -> None:
+        self._holding[resource] -= 1
+        self._serve(resource)
         then()
 
     def _finish(

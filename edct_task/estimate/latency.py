@@ -65,6 +65,9 @@ class CallTime:
     retry_wait_s: float = 1.0
     failure_rate: float = 0.0
     observed: tuple[float, ...] = ()
+    serial: bool = False
+    """One in-process model behind a lock (a diffusers editor, a local detector): one call at a
+    time, whatever the pool's concurrency."""
     source: str = "default"
 
     def draw(self, rng: random.Random, items: int = 1) -> tuple[float, float]:
@@ -108,6 +111,10 @@ DEFAULTS: dict[str, dict[str, CallTime]] = {
         "*": CallTime(2.0, sd=0.5, source="default (detector + segmenter, 2 s per edit)"),
     },
 }
+
+
+SERIAL_BACKENDS = {"editor": {"diffusers"}, "detector": {"owlv2", "grounding-dino"}}
+"""In-process models that serve one call at a time (their adapters hold a lock)."""
 
 
 def _kind(role: str) -> str:
@@ -262,6 +269,8 @@ def latency_models(
             model = CallTime(latency[role], source="--latency")
         if role == "target" and model.parallel is None and backend == "openai-chat":
             model = replace(model, parallel=int(options.get("concurrency", 16)))
+        if backend in SERIAL_BACKENDS.get(role, ()):
+            model = replace(model, serial=True)
         if failure and role in failure:
             model = replace(model, failure_rate=failure[role])
         if retry and role in retry:

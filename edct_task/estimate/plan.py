@@ -225,6 +225,8 @@ def _describe(t: CallTime) -> str:
         base += f" + {t.cpu * 1000:.3g} ms CPU" + (" per conversation" if t.per_item else "")
     if t.parallel:
         base += f", {t.parallel} at a time"
+    if t.serial:
+        base += ", one at a time (in-process, locked)"
     extras = []
     if t.retry_rate:
         extras.append(f"{t.retry_rate:.0%} retried")

@@ -164,7 +164,7 @@ class SimHandler:
         role = self.role(batch[0])
         time = self.times[role]
         wait, cpu = time.draw(self.rng, len(batch))
-        self.rt.charge(wait, cpu)
+        self.rt.charge(wait, cpu, hold=f"lock:{role}" if time.serial else None)
         count = self.counts.setdefault(role, RoleCount())
         count.calls += 1
         replies: list[object] = []

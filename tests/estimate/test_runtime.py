@@ -80,3 +80,17 @@ def test_cpu_seconds_queue_for_the_processors() -> None:
         pass
     assert finished == [1.5, 2.5, 3.5]  # one processor: the CPU parts run one after the other
     assert rt.cpu_busy == 3.0 and rt.busy["verify"] == 1.5 + 2.5 + 3.5
+
+
+def test_a_locked_model_serves_one_call_at_a_time_whatever_the_pool() -> None:
+    rt = VirtualRuntime({"edit": 8})
+    finished: list[float] = []
+
+    def edit() -> None:
+        rt.charge(10.0, hold="lock:editor")
+
+    for _ in range(3):
+        rt.start("edit", edit, lambda out: finished.append(rt.now()))
+    while rt.step():
+        pass
+    assert finished == [10.0, 20.0, 30.0]

@@ -70,3 +70,11 @@ def test_a_thousand_samples_simulate_without_sleeping() -> None:
     sim = simulate(1000, ProtocolConfig(), Limits(), _times(target=2.0, judge=10.0, editor=20.0))
     # 20 s edits at concurrency 8 over ~2.3 attempts a sample: the editor bounds the run
     assert sim.wall_s > 1000 * 2 * 20.0 / 8 and sim.bottleneck() == "edit"
+
+
+def test_more_editor_threads_do_not_speed_up_one_locked_pipeline() -> None:
+    locked = {**_times(), "editor": CallTime(10.0, serial=True)}
+    one = simulate(10, ProtocolConfig(k=2), Limits(editor_concurrency=1), locked, verify_pass_rate=1.0)
+    eight = simulate(10, ProtocolConfig(k=2), Limits(editor_concurrency=8), locked, verify_pass_rate=1.0)
+    assert one.wall_s == pytest.approx(eight.wall_s, rel=0.02)
+    assert eight.wall_s >= 10 * 2 * 10.0
