@@ -24,7 +24,7 @@ import json
 import math
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +135,8 @@ class RunStats:
     completion_tokens: dict[str, float]
     """Mean completion (+ reasoning) tokens per request, by role, where the run counted them."""
     source: str
+    hit_rates: dict[str, float] = field(default_factory=dict)
+    """Share of each stage's requests the run answered without a call (stage cache, twins)."""
 
 
 def from_run(folder: Path) -> RunStats:
@@ -171,7 +173,13 @@ def from_run(folder: Path) -> RunStats:
         for role, u in usage.items()
         if isinstance(u, Mapping) and u.get("requests")
     }
-    return RunStats(per_stage, _pass_rate(folder), tokens, str(results_path))
+    hits = block.get("cache_hits", {})
+    hit_rates = {
+        stage: h / (h + calls.get(stage, 0) + failures.get(stage, 0))
+        for stage, h in hits.items()
+        if h and stage != "target"
+    }
+    return RunStats(per_stage, _pass_rate(folder), tokens, str(results_path), hit_rates)
 
 
 def _find(folder: Path, patterns: tuple[str, ...]) -> Path | None:

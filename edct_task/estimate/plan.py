@@ -161,6 +161,7 @@ def estimate(
             completion_tokens=tokens,
             seed=seed,
             cpus=cpus,
+            hit_rates=run.hit_rates if run is not None else None,
         )
 
     main = sim(config.limits)

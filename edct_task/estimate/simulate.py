@@ -146,6 +146,7 @@ class SimHandler:
         self.times, self.counts, self.rt, self.rng = times, counts, runtime, rng
         self.verify_pass_rate = verify_pass_rate
         self.completion_tokens = completion_tokens
+        self.requests: dict[str, Request] = {}
 
     def stage(self, request: Request) -> str:
         if isinstance(request, AskLLM):
@@ -153,7 +154,15 @@ class SimHandler:
         return {AskTarget: "target", EditImage: "edit", VerifyEdit: "verify"}[type(request)]
 
     def key(self, request: Request) -> dict[str, Any]:
-        return {"kind": type(request).__name__, "request": repr(request)}
+        key = {"kind": type(request).__name__, "request": repr(request)}
+        self.requests[fingerprint(key)] = request  # for SimCache: which request a key is
+        return key
+
+    def encode(self, reply: object) -> dict[str, Any]:
+        return {}
+
+    def decode(self, value: dict[str, Any]) -> object:
+        return self._reply(self.requests.pop(value["key"]))
 
     def role(self, request: Request) -> str:
         if isinstance(request, AskLLM):
@@ -228,6 +237,30 @@ class SimHandler:
         return Completion(_JUDGE_GRADED)
 
 
+class SimCache:
+    """Answers a share of each stage's requests without a call, as a finished run's stage cache and
+    in-flight twins did (``hit_rates``: stage -> share); stores nothing."""
+
+    def __init__(
+        self, handlers: Mapping[type, SimHandler], hit_rates: Mapping[str, float], rng: random.Random
+    ):
+        self.handlers, self.hit_rates, self.rng = handlers, hit_rates, rng
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        for handler in self.handlers.values():
+            request = handler.requests.get(key)
+            if request is not None:
+                rate = self.hit_rates.get(handler.stage(request), 0.0)
+                if rate and self.rng.random() < rate:
+                    return {"key": key}
+                handler.requests.pop(key, None)
+                return None
+        return None
+
+    def put(self, key: str, value: dict[str, Any], *, stage: str, meta: Any = None) -> None:
+        pass
+
+
 def machine_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
@@ -254,11 +287,14 @@ def simulate(
     completion_tokens: Mapping[str, float] | None = None,
     seed: int = 0,
     cpus: int | None = None,
+    hit_rates: Mapping[str, float] | None = None,
     keep_records: bool = False,
 ) -> Simulation:
     """Run ``n`` synthetic samples through the real pipelined driver on a virtual clock.
 
-    ``cpus``: processors for the CPU part of calls (``CallTime.cpu``); None: this machine's."""
+    ``cpus``: processors for the CPU part of calls (``CallTime.cpu``); None: this machine's.
+    ``hit_rates``: share of each stage's requests answered without a call (a finished run's
+    stage-cache hits and in-flight twins; prompts of real data rarely repeat, so none by default)."""
     if limits.schedule != "pipelined":
         from edct_task.roles import ConfigError
 
@@ -284,7 +320,8 @@ def simulate(
         EditImage: SimHandler(EditImage, pool="edit", batch_size=1, **common),
         VerifyEdit: SimHandler(VerifyEdit, pool="verify", batch_size=1, **common),
     }
-    with Dispatcher(handlers, None, concurrency=concurrency) as dispatcher:  # type: ignore[arg-type]
+    cache = SimCache(handlers, hit_rates, random.Random(seed + 1)) if hit_rates else None
+    with Dispatcher(handlers, cache, concurrency=concurrency) as dispatcher:  # type: ignore[arg-type]
         records = run_pipelined(
             synthetic_samples(n),
             protocol,

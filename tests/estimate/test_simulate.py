@@ -78,3 +78,13 @@ def test_more_editor_threads_do_not_speed_up_one_locked_pipeline() -> None:
     eight = simulate(10, ProtocolConfig(k=2), Limits(editor_concurrency=8), locked, verify_pass_rate=1.0)
     assert one.wall_s == pytest.approx(eight.wall_s, rel=0.02)
     assert eight.wall_s >= 10 * 2 * 10.0
+
+
+def test_requests_a_run_answered_from_its_cache_need_no_call() -> None:
+    cfg = ProtocolConfig(k=2)
+    cold = simulate(30, cfg, Limits(), _times(judge=1.0), verify_pass_rate=1.0)
+    warm = simulate(30, cfg, Limits(), _times(judge=1.0), verify_pass_rate=1.0, hit_rates={"judge": 1.0})
+    assert cold.roles["judge"].calls == 30 * 4 and "judge" not in warm.roles
+    assert warm.statuses == cold.statuses == {"scored": 30}
+    half = simulate(200, cfg, Limits(), _times(), verify_pass_rate=1.0, hit_rates={"edit_parse": 0.5})
+    assert 0.4 < half.roles["edit_parser"].calls / (200 * 2) < 0.6
