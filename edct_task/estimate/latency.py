@@ -137,6 +137,9 @@ class RunStats:
     source: str
     hit_rates: dict[str, float] = field(default_factory=dict)
     """Share of each stage's requests the run answered without a call (stage cache, twins)."""
+    cpu_stretch: float = 1.0
+    """Wall seconds per CPU second of the run's CPU-bound stage (verification): how much the
+    machine's load (other processes, this run's own threads) stretched CPU work."""
 
 
 def from_run(folder: Path) -> RunStats:
@@ -179,7 +182,10 @@ def from_run(folder: Path) -> RunStats:
         for stage, h in hits.items()
         if h and stage != "target"
     }
-    return RunStats(per_stage, _pass_rate(folder), tokens, str(results_path), hit_rates)
+    stretch = 1.0
+    if float(cpu_seconds.get("verify", 0.0)) > 0:
+        stretch = max(1.0, float(seconds.get("verify", 0.0)) / float(cpu_seconds["verify"]))
+    return RunStats(per_stage, _pass_rate(folder), tokens, str(results_path), hit_rates, stretch)
 
 
 def _find(folder: Path, patterns: tuple[str, ...]) -> Path | None:
@@ -266,9 +272,16 @@ def latency_models(
         model = _default(role, backend)
         configured = options.get("latency_s")
         measured = _measured(role, run)
-        if role == "target" and configured is not None:  # a batch's latency beats a per-conversation mean
-            cpu = measured.cpu if measured is not None else model.cpu
-            model = CallTime(float(configured), cpu=cpu, source="config latency_s (per batch)")
+        if role == "target" and configured is not None and measured is not None and run is not None:
+            # a batch's latency beats a per-conversation mean; the in-process model's CPU per
+            # conversation is stretched as the run's load stretched CPU work
+            model = CallTime(
+                float(configured),
+                per_item=measured.cpu * run.cpu_stretch,
+                source=f"config latency_s (per batch) + run's CPU x{run.cpu_stretch:.1f}",
+            )
+        elif role == "target" and configured is not None:
+            model = CallTime(float(configured), cpu=model.cpu, source="config latency_s (per batch)")
         elif measured is not None:
             model = measured
         elif configured is not None:  # the calibration backends sleep, then compute
