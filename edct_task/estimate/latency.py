@@ -11,7 +11,8 @@ attempt is lost, a sample is excluded or unscored).
 
 Where the numbers come from, first match wins (``latency_models``): ``--latency ROLE=S`` on the
 command line; a finished run (``from_run``: per-call statistics in its ``results.json``
-``calls`` block, and its verification pass rate and failure counts); the ``latency_s`` option
+``calls`` block — means, or the distribution when the folder holds the run's call log
+(``call_log: RUN/calls.jsonl``) — and its verification pass rate and failure counts); the ``latency_s`` option
 of a calibration backend in the config; else ``DEFAULTS`` by backend, which are assumptions
 stated in the README (a remote VLM a few seconds, a reasoning judge ~10 s, an image editor
 ~20 s). For the target a run records seconds per conversation, not per batch (batch sizes are
@@ -182,10 +183,32 @@ def from_run(folder: Path) -> RunStats:
         for stage, h in hits.items()
         if h and stage != "target"
     }
+    for stage, observed in _call_log(folder).items():  # per-call seconds: the distribution
+        model = per_stage.get(stage)
+        if model is not None and stage != "target" and len(observed) >= 5:
+            waits = tuple(max(0.0, x - model.cpu) for x in observed)
+            per_stage[stage] = replace(
+                model, observed=waits, source=f"{model.source}, {len(waits)} call times"
+            )
     stretch = 1.0
     if float(cpu_seconds.get("verify", 0.0)) > 0:
         stretch = max(1.0, float(seconds.get("verify", 0.0)) / float(cpu_seconds["verify"]))
     return RunStats(per_stage, _pass_rate(folder), tokens, str(results_path), hit_rates, stretch)
+
+
+def _call_log(folder: Path) -> dict[str, list[float]]:
+    """Seconds of every backend call by stage, from a call log (``call_log:``) in the run folder."""
+    path = _find(folder, ("*calls*.jsonl",)) if folder.is_dir() else None
+    out: dict[str, list[float]] = {}
+    if path is None:
+        return out
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+            out.setdefault(str(row["stage"]), []).append(float(row["seconds"]))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            continue
+    return out
 
 
 def _find(folder: Path, patterns: tuple[str, ...]) -> Path | None:
@@ -231,8 +254,9 @@ def _measured(role: str, run: RunStats | None) -> CallTime | None:
     mean = sum(run.per_stage[s].seconds for s in stages) / len(stages)
     cpu = sum(run.per_stage[s].cpu for s in stages) / len(stages)
     if role == "target":
-        return replace(first, seconds=0.0, per_item=mean, cpu=cpu)
-    return replace(first, seconds=mean, cpu=cpu)
+        return replace(first, seconds=0.0, per_item=mean, cpu=cpu, observed=())
+    observed = tuple(x for s in stages for x in run.per_stage[s].observed)
+    return replace(first, seconds=mean, cpu=cpu, observed=observed)
 
 
 def parse_assignments(items: list[str], flag: str) -> dict[str, float]:

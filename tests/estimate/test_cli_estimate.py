@@ -93,3 +93,21 @@ def test_user_errors_exit_2_with_one_line(
     assert main(["estimate", *args, "--n", "2"]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_a_runs_call_log_gives_the_latency_distribution(tmp_path: Path) -> None:
+    from edct_task.estimate.latency import from_run
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    calls = {"calls": {"edit": 6}, "seconds": {"edit": 6 * 2.0}, "cpu_seconds": {"edit": 0.0}}
+    (run_dir / "results.json").write_text(json.dumps({"calls": calls}))
+    log = [{"key": str(i), "stage": "edit", "seconds": s} for i, s in enumerate([1, 1, 1, 1, 1, 7])]
+    (run_dir / "calls.jsonl").write_text("".join(json.dumps(row) + "\n" for row in log))
+    stats = from_run(run_dir)
+    edit = stats.per_stage["edit"]
+    assert edit.seconds == 2.0 and sorted(edit.observed) == [1, 1, 1, 1, 1, 7]
+    import random
+
+    draws = [edit.draw(random.Random(i))[0] for i in range(200)]
+    assert set(draws) == {1.0, 7.0}  # resampled from the calls, not the mean
