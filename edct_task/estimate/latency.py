@@ -16,7 +16,9 @@ command line; a finished run (``from_run``: per-call statistics in its ``results
 of a calibration backend in the config; else ``DEFAULTS`` by backend, which are assumptions
 stated in the README (a remote VLM a few seconds, a reasoning judge ~10 s, an image editor
 ~20 s). For the target a run records seconds per conversation, not per batch (batch sizes are
-not logged), so a per-batch ``latency_s`` in the config is preferred to it.
+not logged), so a per-batch ``latency_s`` in the config is preferred to it. A run's per-call
+seconds already include the adapters' retries on the wire (a call is timed from the driver), so
+no retry rate is added to them unless ``--retry-rate`` asks for it.
 """
 
 from __future__ import annotations
