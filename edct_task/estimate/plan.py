@@ -181,7 +181,7 @@ def estimate(
             cost = (prompt * prices[0] + completion * prices[1]) / 1e6
             max_cost = (prompt * prices[0] + most * prices[1]) / 1e6
         t = times[role]
-        how = _describe(t)
+        how = _describe(t, role)
         roles.append(
             RoleEstimate(
                 role=role + (f" ({members} judges)" if members > 1 else ""),
@@ -215,7 +215,7 @@ def estimate(
     )
 
 
-def _describe(t: CallTime) -> str:
+def _describe(t: CallTime, role: str) -> str:
     if t.per_item and not t.seconds:
         base = f"{t.per_item:.3g} s per conversation"
     else:
@@ -223,7 +223,7 @@ def _describe(t: CallTime) -> str:
         if t.per_item:
             base += f" + {t.per_item:.3g} s per conversation"
     if t.cpu:
-        base += f" + {t.cpu * 1000:.3g} ms CPU" + (" per conversation" if t.per_item else "")
+        base += f" + {t.cpu * 1000:.3g} ms CPU" + (" per conversation" if role == "target" else "")
     if t.parallel:
         base += f", {t.parallel} at a time"
     if t.serial:
