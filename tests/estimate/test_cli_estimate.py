@@ -111,3 +111,19 @@ def test_a_runs_call_log_gives_the_latency_distribution(tmp_path: Path) -> None:
 
     draws = [edit.draw(random.Random(i))[0] for i in range(200)]
     assert set(draws) == {1.0, 7.0}  # resampled from the calls, not the mean
+
+
+def test_without_n_a_dataset_config_counts_its_items(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from support.calibration_dataset import write_calibration_dataset
+
+    write_calibration_dataset(tmp_path / "bench", 7)
+    raw = calibration_config("faithful").model_dump(mode="json")
+    raw["data"] = {"source": "dataset", "path": str(tmp_path / "bench"), "limit": 5}
+    path = tmp_path / "cfg.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert _estimate(capsys, "--config", str(path), "--no-what-if")["n"] == 5
+    raw["data"].pop("limit")
+    path.write_text(yaml.safe_dump(raw))
+    assert _estimate(capsys, "--config", str(path), "--no-what-if")["n"] == 7
