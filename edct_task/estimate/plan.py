@@ -35,6 +35,8 @@ IMAGE_TOKENS = 1000
 class RoleEstimate:
     role: str
     backend: str
+    members: int
+    """Judges of a panel (1 otherwise)."""
     calls: int
     conversations: int
     images: int
@@ -184,8 +186,9 @@ def estimate(
         how = _describe(t, role)
         roles.append(
             RoleEstimate(
-                role=role + (f" ({members} judges)" if members > 1 else ""),
+                role=role,
                 backend=backend,
+                members=members,
                 calls=count.calls,
                 conversations=count.items,
                 images=count.images,

@@ -24,8 +24,9 @@ def render(e: Estimate, name: str) -> str:
     for r in e.roles:
         calls = f"{r.calls}" if r.calls == r.conversations else f"{r.calls}/{r.conversations}"
         cost = "-" if r.cost_usd is None else f"${r.cost_usd:,.2f}"
+        role = r.role + (f" ({r.members} judges)" if r.members > 1 else "")
         lines.append(
-            f"{r.role:<22} {r.backend[:22]:<22} {calls:>7} {r.images:>7} {r.prompt_tokens:>11,} "
+            f"{role:<22} {r.backend[:22]:<22} {calls:>7} {r.images:>7} {r.prompt_tokens:>11,} "
             f"{r.completion_tokens:>11,} {cost:>10}  {r.latency}"
         )
     lines.append("  (target calls: batches/conversations; tokens: characters ÷ 4 plus the image tokens)")

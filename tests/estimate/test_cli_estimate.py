@@ -127,3 +127,17 @@ def test_without_n_a_dataset_config_counts_its_items(
     raw["data"].pop("limit")
     path.write_text(yaml.safe_dump(raw))
     assert _estimate(capsys, "--config", str(path), "--no-what-if")["n"] == 7
+
+
+def test_a_judge_panel_with_self_consistency_samples(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = calibration_config("faithful").model_dump(mode="json")
+    raw["roles"]["judge"] = [{"backend": "calibration-rules"}] * 3
+    raw["protocol"] = {"k": 2, "judge_samples": 3, "judge_temperature": 0.7}
+    path = tmp_path / "panel.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    out = _estimate(capsys, "--config", str(path), "--n", "10", "--verify-pass-rate", "1", "--no-what-if")
+    judge = next(r for r in out["roles"] if r["role"] == "judge")
+    assert judge["members"] == 3
+    assert judge["calls"] == 10 * 2 * 3 * 3 * 2  # items x steps x judges x samples x (binary, graded)
