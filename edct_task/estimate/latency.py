@@ -185,6 +185,8 @@ def from_run(folder: Path) -> RunStats:
         for stage, h in hits.items()
         if h and stage != "target"
     }
+    if hits.get("target"):  # a fresh run never repeats a target conversation: this one resumed,
+        hit_rates = {}  # and its hits say what was cached, not how often the data repeats
     for stage, observed in _call_log(folder).items():  # per-call seconds: the distribution
         model = per_stage.get(stage)
         if model is not None and stage != "target" and len(observed) >= 5:

@@ -141,3 +141,16 @@ def test_a_judge_panel_with_self_consistency_samples(
     judge = next(r for r in out["roles"] if r["role"] == "judge")
     assert judge["members"] == 3
     assert judge["calls"] == 10 * 2 * 3 * 3 * 2  # items x steps x judges x samples x (binary, graded)
+
+
+def test_a_resumed_runs_cache_hits_are_not_taken_for_repeated_prompts(tmp_path: Path) -> None:
+    from edct_task.estimate.latency import from_run
+
+    calls = {"calls": {"target": 60, "judge": 10}, "seconds": {"target": 6.0, "judge": 10.0}}
+    fresh = {**calls, "cache_hits": {"judge": 30}}
+    resumed = {**calls, "cache_hits": {"judge": 30, "target": 40}}
+    for name, block in (("fresh", fresh), ("resumed", resumed)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(json.dumps({"calls": block}))
+    assert from_run(tmp_path / "fresh").hit_rates == {"judge": 0.75}
+    assert from_run(tmp_path / "resumed").hit_rates == {}
