@@ -25,8 +25,8 @@ from support.browser import CHROMIUM, CHROMIUM_ARGS
 
 from edct_task.audit.report import write_audit
 from edct_task.config import calibration_config
-from edct_task.engine.runner import run
-from edct_task.run_outputs import image_files, load_run
+from edct_task.run.outputs import image_files, load_run
+from edct_task.run.runner import run
 
 
 def _folder_bytes(path: Path, pattern: str = "*", *, own: bool = False) -> int:

@@ -22,7 +22,7 @@ from floor import cores, cpu_seconds, critical_path_s, per_stage_cpu
 
 from edct_task.config import calibration_config, config_from_dict
 from edct_task.engine.lockstep import Limits
-from edct_task.engine.runner import run
+from edct_task.run.runner import run
 
 
 def _config(tmp: Path, name: str, n: int, limits: dict, latencies: dict) -> Any:

@@ -1,6 +1,6 @@
 """`edct estimate`'s predicted wall time vs the measured wall time of the same run.
 
-For each latency mix the calibration benchmark runs for real (``engine.runner.run``: the
+For each latency mix the calibration benchmark runs for real (``run.runner.run``: the
 pipelined driver with threads, simulated latencies through the calibration backends'
 ``latency_s``, verification for real on the CPU), and ``edct estimate`` predicts it twice:
 
@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from edct_task.config import calibration_config, config_from_dict
-from edct_task.engine import runner
 from edct_task.estimate.latency import from_run
 from edct_task.estimate.plan import estimate
+from edct_task.run import runner
 
 MIXES: dict[str, dict[str, Any]] = {
     "lmms": {"latency": {"target": 0.2, "text": 0.2, "editor": 0.5}, "limits": {}, "n": 150},

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from edct_task.config import calibration_config, config_from_dict
-from edct_task.engine.runner import run
+from edct_task.run.runner import run
 
 BEHAVIORS = ("faithful", "prior", "stale", "mixed:0.5")
 COLUMNS = ("ccs_binary", "ccs_graded", "ac_k1", "ac_k2", "ef_k1", "ef_k2")

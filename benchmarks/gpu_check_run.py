@@ -15,7 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from edct_task.config import calibration_config, config_from_dict
-from edct_task.engine.runner import run
+from edct_task.run.runner import run
 
 
 def main() -> int:

@@ -26,7 +26,7 @@ from edct_task.annotation.interventions import draw, judgeable_interventions
 from edct_task.annotation.labels import LabelChoice, LabelLog
 from edct_task.annotation.server import serving
 from edct_task.audit.report import write_audit
-from edct_task.run_outputs import load_run
+from edct_task.run.outputs import load_run
 
 WIDTH = 1280
 

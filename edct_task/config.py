@@ -15,9 +15,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from edct_task.core.errors import ConfigError
 from edct_task.engine.lockstep import Limits
 from edct_task.engine.protocol import ProtocolConfig
-from edct_task.roles import ConfigError, PanelSpec, RoleSpec
+from edct_task.roles import PanelSpec, RoleSpec
 from verification.check import GateParams
 
 _SECRET_KEY = re.compile(

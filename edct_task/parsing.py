@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, Union
 
-from edct_task.engine.records import EditInstruction
+from edct_task.core.records import EditInstruction
 from verification.edit_parsing import EditTarget, edit_type_from_word
 
 T = TypeVar("T")

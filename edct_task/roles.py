@@ -16,8 +16,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from edct_task.core.errors import ConfigError
+from model_adapters import factories as adapter_factories
 from model_adapters.contracts import ImageEditor, TextModel, VisionChatModel
 from model_adapters.errors import OptionsError
+from verification import factories as verification_factories
 from verification.localization import MaskProvider
 
 Options = Mapping[str, Any]
@@ -37,10 +40,6 @@ HEADER_OPTIONS = ("headers", "extra_headers", "default_headers")
 """Backend options holding HTTP headers: their values may be credentials (``Ocp-Apim-Subscription-Key``,
 ``X-Auth``), so results, caches and logs record header names only."""
 HEADER_VALUE_NOT_RECORDED = "<not recorded>"
-
-
-class ConfigError(ValueError):
-    """The run configuration is invalid; the message says how to fix it."""
 
 
 def _calibration_target(options: Options) -> VisionChatModel:
@@ -85,30 +84,34 @@ def _only(options: Options, allowed: set[str], backend: str) -> None:
         raise ConfigError(f"backend {backend!r} does not take option(s) {', '.join(extra)} (known: {known})")
 
 
-REGISTRY: dict[str, dict[str, Callable[[Options], Any]]] = {
+CALIBRATION_FACTORIES: dict[str, dict[str, Callable[[Options], Any]]] = {
     "target": {"calibration-reference": _calibration_target},
     "text": {"calibration-rules": _calibration_text},
     "editor": {"calibration-editor": _calibration_editor},
     "detector": {"calibration-oracle": _calibration_oracle},
 }
+"""The calibration world's reference backends (offline, known truth)."""
 
 
-def _merge_backend_packages() -> None:
-    """Add the factories that the leaf packages export (their imports stay lazy)."""
-    from edct_task.detector_factories import FACTORIES as verification_factories
-    from model_adapters.factories import FACTORIES as adapter_factories
-
-    for table in (adapter_factories, verification_factories):
+def merge_factories(
+    *tables: Mapping[str, Mapping[str, Callable[[Options], Any]]],
+) -> dict[str, dict[str, Any]]:
+    """One registry from the packages' ``FACTORIES`` tables; a name given twice is a bug."""
+    out: dict[str, dict[str, Any]] = {kind: {} for kind in ("target", "text", "editor", "detector")}
+    for table in tables:
         for kind, factories in table.items():
             for name, factory in factories.items():
-                register(kind, name, factory)
+                if name in out[kind]:
+                    raise KeyError(f"backend {kind}/{name} is registered twice")
+                out[kind][name] = factory
+    return out
 
 
-def register(kind: str, name: str, factory: Callable[[Options], Any]) -> None:
-    """Register a backend factory under ``kind`` (target, text, editor, detector)."""
-    if kind not in REGISTRY:
-        raise KeyError(f"unknown backend kind {kind!r}; known: {', '.join(REGISTRY)}")
-    REGISTRY[kind][name] = factory
+REGISTRY = merge_factories(
+    CALIBRATION_FACTORIES, adapter_factories.FACTORIES, verification_factories.FACTORIES
+)
+"""Backend factories by kind and name, merged explicitly from every package that has backends
+(nothing registers itself on import; tests add a backend with ``monkeypatch.setitem``)."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,29 @@ class PanelSpec:
 
     def as_dict(self) -> list[dict[str, Any]]:  # type: ignore[override]
         return [m.as_dict() for m in self.members]
+
+
+CALIBRATION_ONLY = ("calibration-rules", "calibration-editor", "calibration-oracle")
+"""Backends that read the calibration world's scene metadata or prompts: they cannot extract, judge,
+edit or locate anything in real photos."""
+
+
+def refuse_calibration_roles(specs: Mapping[str, RoleSpec | PanelSpec], data: str) -> None:
+    """``ConfigError`` when ``data`` (not the calibration world) would meet a calibration-only role."""
+    named = {}
+    for role, spec in specs.items():
+        members = spec.members if isinstance(spec, PanelSpec) else (spec,)
+        only = sorted({m.backend for m in members if m.backend in CALIBRATION_ONLY})
+        if only:
+            named[role] = only
+    if named:
+        roles = ", ".join(f"{role} ({'/'.join(b)})" for role, b in named.items())
+        raise ConfigError(
+            f"{data} is not calibration data, but these roles use calibration-only backends that work "
+            f"on the calibration world's images alone: {roles}. Name real backends for them in a config "
+            "file (`edct run --config FILE`, or EDCT_CONFIG=FILE for lmms-eval and `edct run --model`); "
+            "see the README's Configuration section"
+        )
 
 
 @dataclass
@@ -277,13 +303,8 @@ def _build_one(role: str, spec: RoleSpec) -> Any:
         raise ConfigError(f"roles.{role} (backend {spec.backend!r}): {exc}") from None
 
 
-_merge_backend_packages()
-
-
 def available_backends() -> dict[str, list[str]]:
     """Backend names per role (``segmenter`` is the detector role's nested option)."""
-    from edct_task.detector_factories import SEGMENTER_OPTIONS
-
     out = {role: sorted(REGISTRY[kind]) for role, kind in ROLE_KINDS.items()}
-    out["segmenter"] = sorted(SEGMENTER_OPTIONS)
+    out["segmenter"] = sorted(verification_factories.SEGMENTER_OPTIONS)
     return out

@@ -95,8 +95,7 @@ class BFLEditor:
         self.caller = caller
         self.sleep = sleep
         self.clock = clock
-        self.stats = EditorUsage()
-        caller.on_retry = lambda exc, _w: self.stats.add("retries")
+        self.stats = EditorUsage.of(caller)
 
     def identity(self) -> dict[str, Any]:
         return {

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from PIL import Image
+if TYPE_CHECKING:  # annotations only: importing the contracts loads no imaging library
+    from PIL import Image
 
 
 @dataclass(frozen=True)

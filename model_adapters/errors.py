@@ -6,6 +6,19 @@ into per-sample failure records. Messages never contain secrets.
 
 from __future__ import annotations
 
+from verification.factories import OptionsError
+
+__all__ = [
+    "BackendError",
+    "BadInput",
+    "EditRefused",
+    "OptionsError",
+    "PermanentBackendError",
+    "RateLimited",
+    "Timeout",
+    "TransientBackendError",
+]
+
 
 class BackendError(Exception):
     """A backend could not produce a result for one request."""
@@ -53,11 +66,3 @@ class EditRefused(PermanentBackendError):
     """The editor declined the edit (moderation, safety filter, unsupported instruction)."""
 
     kind = "edit_refused"
-
-
-class OptionsError(ValueError):
-    """A backend's options (from the run config's ``roles.<role>:``) are invalid.
-
-    Raised by factories at start-up; the message says which option and how to fix it. A
-    ``ValueError``, so configuration layers that catch those report it as a configuration error.
-    """

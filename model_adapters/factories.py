@@ -1,8 +1,9 @@
-"""Backend factories by kind and name, merged into ``edct_task.roles.REGISTRY``.
+"""Backend factories of this package by kind and name; ``edct_task.roles`` merges ``FACTORIES``.
 
 Each factory takes the role's options mapping from the run config and imports its optional
 dependencies inside itself. Kinds: ``target`` (VisionChatModel), ``text`` (TextModel),
-``editor`` (ImageEditor). Invalid options raise ``model_adapters.errors.OptionsError`` (a
+``editor`` (ImageEditor), ``detector`` (Moondream's HTTP API, through ``verification``'s
+``detector_factory``). Invalid options raise ``model_adapters.errors.OptionsError`` (a
 ``ValueError``) with a message naming the option.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from verification.factories import detector_factory
 
 Factory = Callable[[Mapping[str, Any]], Any]
 
@@ -50,6 +53,28 @@ def _diffusers_editor(options: Mapping[str, Any]) -> Any:
     return from_options(options)
 
 
+def _moondream_detector(options: Mapping[str, Any]) -> Any:
+    from model_adapters.moondream_detector import moondream_from_options
+
+    return moondream_from_options(options)
+
+
+MOONDREAM_OPTIONS = frozenset(
+    {
+        "base_url",
+        "api_key_env",
+        "timeout_s",
+        "max_retries",
+        "backoff_base_s",
+        "backoff_max_s",
+        "concurrency",
+        "max_boxes",
+        "max_side",
+        "jpeg_quality",
+    }
+)
+"""Options of the ``moondream`` detector (checked before anything is built)."""
+
 FACTORIES: dict[str, dict[str, Factory]] = {
     "target": {"openai-chat": _openai_chat_target},
     "text": {"openai-chat": _openai_chat_text},
@@ -59,4 +84,5 @@ FACTORIES: dict[str, dict[str, Factory]] = {
         "openrouter-image": _openrouter_image_editor,
         "diffusers": _diffusers_editor,
     },
+    "detector": {"moondream": detector_factory("moondream", MOONDREAM_OPTIONS, _moondream_detector)},
 }

@@ -33,23 +33,9 @@ from PIL import Image
 
 from verification.detection import Detections, finalize_detections, normalize_target
 
-__all__ = ["CLOUD_URL", "MOONDREAM_OPTIONS", "MoondreamDetector", "moondream_from_options"]
+__all__ = ["CLOUD_URL", "MoondreamDetector", "moondream_from_options"]
 
 CLOUD_URL = "https://api.moondream.ai/v1"
-MOONDREAM_OPTIONS = frozenset(
-    {
-        "base_url",
-        "api_key_env",
-        "timeout_s",
-        "max_retries",
-        "backoff_base_s",
-        "backoff_max_s",
-        "concurrency",
-        "max_boxes",
-        "max_side",
-        "jpeg_quality",
-    }
-)
 
 
 class MoondreamDetector:
@@ -150,12 +136,12 @@ def moondream_from_options(
     sleep: Callable[[float], None] = time.sleep,
     transport: httpx.BaseTransport | None = None,
 ) -> MoondreamDetector:
-    """Build the detector from a run config's options (see the module notes)."""
+    """Build the detector from a run config's options (see the module notes); the role factory
+    (``model_adapters.factories``) has checked their names."""
     from model_adapters.remote_editor import HttpCaller, retry_policy
     from model_adapters.retry import RetryPolicy
-    from model_adapters.transport import check_base_url, check_options, secret_from_env
+    from model_adapters.transport import check_base_url, secret_from_env
 
-    check_options(options, MOONDREAM_OPTIONS, "moondream")
     base_url = check_base_url(options.get("base_url", CLOUD_URL), "moondream")
     cloud = base_url.startswith("https://api.moondream.ai")
     key = secret_from_env(

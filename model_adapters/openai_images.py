@@ -53,8 +53,7 @@ class OpenAIImageEditor:
         self.form = dict(form)
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.caller = caller
-        self.stats = EditorUsage()
-        caller.on_retry = lambda exc, _w: self.stats.add("retries")
+        self.stats = EditorUsage.of(caller)
 
     def identity(self) -> dict[str, Any]:
         return {

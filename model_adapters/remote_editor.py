@@ -108,6 +108,13 @@ class HttpCaller:
 
 
 class EditorUsage:
+    @classmethod
+    def of(cls, caller: HttpCaller) -> EditorUsage:
+        """Usage counters of an editor whose HTTP calls go through ``caller`` (its retries counted)."""
+        usage = cls()
+        caller.on_retry = lambda _exc, _wait: usage.add("retries")
+        return usage
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.counts = {"edits": 0, "refused": 0, "failures": 0, "retries": 0, "resized": 0, "polls": 0}

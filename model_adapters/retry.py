@@ -1,11 +1,12 @@
 """Retries with exponential backoff and jitter, honouring the server's Retry-After.
 
 ``RetryPolicy.call(attempt_fn)`` runs ``attempt_fn`` until it returns or raises a non-retryable
-error. Retryable are the ``TransientBackendError`` family (429, 5xx, timeouts, dropped connections,
-malformed replies). The wait before retry *n* (0-based) is ``base * 2**n`` capped at ``max_delay``,
-times a random factor in ``[1 - jitter, 1]`` ("equal jitter" keeps requests from retrying in
-lock-step); a ``RateLimited`` error's ``retry_after`` is a floor on that wait. ``sleep`` and ``rng``
-are injectable, so tests do not wait.
+error; the loop is tenacity's, the policy says which errors retry and how long to wait. Retryable
+are the ``TransientBackendError`` family (429, 5xx, timeouts, dropped connections, malformed
+replies). The wait before retry *n* (0-based) is ``base * 2**n`` capped at ``max_delay``, times a
+random factor in ``[1 - jitter, 1]`` ("equal jitter" keeps requests from retrying in lock-step);
+a ``RateLimited`` error's ``retry_after`` is a floor on that wait. ``sleep`` and ``rng`` are
+injectable, so tests do not wait.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
+
+import tenacity
 
 from model_adapters.errors import BackendError, RateLimited
 
@@ -48,24 +51,34 @@ class RetryPolicy:
             wait = max(wait, error.retry_after)
         return wait
 
+    def retryable(self, exc: BaseException) -> bool:
+        """A transient backend error, unless the server asked for a wait longer than we accept."""
+        if not isinstance(exc, BackendError) or not exc.retryable:
+            return False
+        return not (isinstance(exc, RateLimited) and (exc.retry_after or 0) > self.max_retry_after)
+
     def call(
         self, attempt: Callable[[], T], on_retry: Callable[[BackendError, float], None] | None = None
     ) -> T:
-        """Run ``attempt`` with retries; the last error is raised when they are used up."""
-        retry = 0
-        while True:
-            try:
-                return attempt()
-            except BackendError as exc:
-                if not exc.retryable or retry >= self.max_retries:
-                    raise
-                if isinstance(exc, RateLimited) and (exc.retry_after or 0) > self.max_retry_after:
-                    raise
-                wait = self.delay(retry, exc)
-                if on_retry is not None:
-                    on_retry(exc, wait)
-                self.sleep(wait)
-                retry += 1
+        """Run ``attempt`` with retries (tenacity's loop; the waits are ``delay``); the last error is
+        raised when they are used up."""
+
+        def wait(state: tenacity.RetryCallState) -> float:
+            return self.delay(state.attempt_number - 1, state.outcome.exception() if state.outcome else None)
+
+        def before_sleep(state: tenacity.RetryCallState) -> None:
+            if on_retry is not None and state.outcome is not None and state.next_action is not None:
+                on_retry(state.outcome.exception(), state.next_action.sleep)  # type: ignore[arg-type]
+
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self.max_retries + 1),
+            wait=wait,
+            retry=tenacity.retry_if_exception(self.retryable),
+            sleep=self.sleep,
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+        return retrying(attempt)
 
 
 def retry_after_seconds(headers: Mapping[str, str], now: Callable[[], float] = time.time) -> float | None:

@@ -7,6 +7,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests check properties, not speed: on a loaded machine (two xdist workers on two
+# cores) input generation can be slow, which must not fail a test.
+settings.register_profile("edct", suppress_health_check=[HealthCheck.too_slow], deadline=None)
+settings.load_profile("edct")
 
 for _name, _value in {
     "HF_HUB_OFFLINE": "1",

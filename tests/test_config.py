@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from edct_task.config import calibration_config, config_from_dict, load_config
-from edct_task.roles import ConfigError, build_roles
+from edct_task.core.errors import ConfigError
+from edct_task.roles import build_roles
 
 
 def _raw() -> dict:

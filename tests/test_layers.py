@@ -1,56 +1,65 @@
-"""The layers visible in the tree hold in the imports: verification/ is a leaf, model_adapters/
-knows nothing of the protocol, and the protocol performs no I/O."""
+"""The architecture holds in the imports, transitively (import-linter's contracts in pyproject.toml),
+and the core imports no heavy library."""
 
 from __future__ import annotations
 
-import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+HEAVY = ("cv2", "torch", "httpx", "httpx2", "openai", "PIL", "transformers", "vllm", "datasets", "sqlite3")
 
-def _imports(package: str) -> dict[str, set[str]]:
-    out: dict[str, set[str]] = {}
-    for path in sorted((ROOT / package).rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        names = {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-        names |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
-        out[str(path.relative_to(ROOT))] = {n.split(".")[0] for n in names if n}
-    return out
+
+def test_every_import_contract_is_kept() -> None:
+    """Layers (tools > composition > engine > core), leaves that import nothing of edct_task, and
+    no cycle between the packages of edct_task: lint-imports' own checks, on the real graph."""
+    out = _lint_imports(ROOT)
+    assert out.returncode == 0, out.stdout[-3000:]
+    assert "Contracts: 5 kept, 0 broken." in out.stdout
+
+
+def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "lint-imports"), "--no-cache"],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+    )
 
 
 @pytest.mark.parametrize(
-    "package, forbidden",
+    "modules",
     [
-        ("verification", {"edct_task", "model_adapters", "httpx", "httpx2", "openai"}),
-        ("model_adapters", {"edct_task"}),
+        ("edct_task.core.records", "edct_task.core.requests", "edct_task.core.errors"),
+        ("edct_task.engine.protocol", "edct_task.engine.drive"),
+        ("verification", "model_adapters.contracts"),
     ],
 )
-def test_leaf_packages_import_no_upper_layer(package: str, forbidden: set[str]) -> None:
-    offending = {f: sorted(names & forbidden) for f, names in _imports(package).items() if names & forbidden}
-    assert offending == {}
+def test_the_core_and_the_protocol_load_no_heavy_library(modules: tuple[str, ...]) -> None:
+    code = (
+        "import json, sys\n"
+        + "".join(f"import {m}\n" for m in modules)
+        + f"print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert json.loads(out.stdout) == []
 
 
-def test_model_adapters_use_verification_only_through_its_detection_contract() -> None:
-    allowed = {"verification.detection"}
-    for path in sorted((ROOT / "model_adapters").rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        used = {
-            n.module
-            for n in ast.walk(tree)
-            if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("verification")
-        }
-        assert used <= allowed, (path.name, used)
+def test_the_contract_catches_an_upward_import(tmp_path: Path) -> None:
+    """The check can fail: the same contracts on a copy where the core imports the engine."""
+    import shutil
 
-
-def test_the_protocol_performs_no_io() -> None:
-    names = set()
-    for module in ("protocol", "requests", "records", "drive"):
-        tree = ast.parse((ROOT / "edct_task" / "engine" / f"{module}.py").read_text(encoding="utf-8"))
-        names |= {
-            n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
-        }
-        names |= {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert not names & {"httpx", "httpx2", "openai", "torch", "vllm", "transformers", "sqlite3", "cv2", "PIL"}
+    for name in ("edct_task", "verification", "model_adapters"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    errors = tmp_path / "edct_task" / "core" / "errors.py"
+    errors.write_text(errors.read_text() + "\nfrom edct_task.engine import protocol  # noqa\n")
+    out = _lint_imports(tmp_path)
+    assert out.returncode == 1
+    assert "edct_task.core is not allowed to import edct_task.engine" in out.stdout

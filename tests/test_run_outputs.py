@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from edct_task.config import calibration_config
-from edct_task.engine.runner import run
-from edct_task.run_outputs import RunReadError, image_files, load_run, sample_folder
+from edct_task.run.outputs import RunReadError, image_files, load_run, sample_folder
+from edct_task.run.runner import run
 
 
 def test_sample_folders_are_injective_and_stay_inside_images() -> None:

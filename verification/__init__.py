@@ -2,83 +2,78 @@
 
 A leaf package: it imports nothing from ``edct_task``. Kernels are pure functions on numpy
 arrays; ``check_edit`` is the PIL-level entry point that returns an ``EditCheck`` record.
+
+The public names below are imported on first use (PEP 562 ``__getattr__``): ``import verification``
+loads neither numpy, OpenCV nor PIL, so the engine's records can embed ``verification.records``
+without the gate's libraries.
 """
 
-from verification.alignment import Alignment, AlignmentParams, AlignmentReport, align_images, match_size
-from verification.cascade_detector import CascadeDetector
-from verification.change_map import ChangeMap, ChangeMapParams, change_map, local_ssim
-from verification.check import (
-    CHECK_SCHEMA_VERSION,
-    EDIT_TYPES,
-    EditCheck,
-    Verdict,
-    check_edit,
-    image_to_rgb_array,
-)
-from verification.detect_and_segment import DetectAndSegment, FixedBoxDetector
-from verification.detection import Detections, Detector, finalize_detections, normalize_target
-from verification.edit_parsing import EditTarget, rule_based_edit_target
-from verification.gate import GateOutcome, GateParams, GateResult, GateVerdict, evaluate_gate, gate_decision
-from verification.localization import Box, Localization, MaskProvider
-from verification.masks import (
-    BoxMaskProvider,
-    StaticMaskProvider,
-    boxes_to_mask,
-    dilate_mask,
-    dilation_radius,
-    mask_fraction,
-    resize_mask,
-    validate_mask,
-)
-from verification.sam2_segmenter import Sam2Segmenter
-from verification.segmentation import BoxSegmenter, GrabCutSegmenter, Segmenter
-from verification.zero_shot_detector import ZeroShotDetector
+from __future__ import annotations
 
-__all__ = [
-    "CHECK_SCHEMA_VERSION",
-    "EDIT_TYPES",
-    "Alignment",
-    "AlignmentParams",
-    "AlignmentReport",
-    "Box",
-    "BoxMaskProvider",
-    "BoxSegmenter",
-    "CascadeDetector",
-    "ChangeMap",
-    "ChangeMapParams",
-    "DetectAndSegment",
-    "Detections",
-    "Detector",
-    "EditCheck",
-    "EditTarget",
-    "FixedBoxDetector",
-    "GateOutcome",
-    "GateParams",
-    "GateResult",
-    "GateVerdict",
-    "GrabCutSegmenter",
-    "Localization",
-    "MaskProvider",
-    "Sam2Segmenter",
-    "Segmenter",
-    "StaticMaskProvider",
-    "Verdict",
-    "ZeroShotDetector",
-    "align_images",
-    "boxes_to_mask",
-    "change_map",
-    "check_edit",
-    "dilate_mask",
-    "dilation_radius",
-    "evaluate_gate",
-    "finalize_detections",
-    "gate_decision",
-    "image_to_rgb_array",
-    "local_ssim",
-    "mask_fraction",
-    "match_size",
-    "normalize_target",
-    "resize_mask",
-    "rule_based_edit_target",
-    "validate_mask",
-]
+import importlib
+from typing import Any
+
+_PUBLIC: dict[str, str] = {
+    "Alignment": "verification.alignment",
+    "align_images": "verification.alignment",
+    "match_size": "verification.alignment",
+    "CascadeDetector": "verification.cascade_detector",
+    "ChangeMap": "verification.change_map",
+    "change_map": "verification.change_map",
+    "local_ssim": "verification.change_map",
+    "check_edit": "verification.check",
+    "image_to_rgb_array": "verification.check",
+    "DetectAndSegment": "verification.detect_and_segment",
+    "FixedBoxDetector": "verification.detect_and_segment",
+    "Detections": "verification.detection",
+    "Detector": "verification.detection",
+    "finalize_detections": "verification.detection",
+    "normalize_target": "verification.detection",
+    "EditTarget": "verification.edit_parsing",
+    "rule_based_edit_target": "verification.edit_parsing",
+    "GateOutcome": "verification.gate",
+    "GateResult": "verification.gate",
+    "GateVerdict": "verification.gate",
+    "evaluate_gate": "verification.gate",
+    "gate_decision": "verification.gate",
+    "Box": "verification.localization",
+    "Localization": "verification.localization",
+    "MaskProvider": "verification.localization",
+    "BoxMaskProvider": "verification.masks",
+    "StaticMaskProvider": "verification.masks",
+    "boxes_to_mask": "verification.masks",
+    "dilate_mask": "verification.masks",
+    "dilation_radius": "verification.masks",
+    "mask_fraction": "verification.masks",
+    "resize_mask": "verification.masks",
+    "validate_mask": "verification.masks",
+    "AlignmentParams": "verification.records",
+    "AlignmentReport": "verification.records",
+    "CHECK_SCHEMA_VERSION": "verification.records",
+    "ChangeMapParams": "verification.records",
+    "EDIT_TYPES": "verification.records",
+    "EditCheck": "verification.records",
+    "GateParams": "verification.records",
+    "Verdict": "verification.records",
+    "Sam2Segmenter": "verification.sam2_segmenter",
+    "BoxSegmenter": "verification.segmentation",
+    "GrabCutSegmenter": "verification.segmentation",
+    "Segmenter": "verification.segmentation",
+    "ZeroShotDetector": "verification.zero_shot_detector",
+}
+"""Public name → the module that defines it."""
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'verification' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))

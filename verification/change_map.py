@@ -32,51 +32,12 @@ from dataclasses import dataclass
 
 import cv2
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+
+from verification.records import ChangeMapParams
 
 __all__ = ["ChangeMap", "ChangeMapParams", "change_map", "local_ssim"]
 
 _K1, _K2 = 0.01, 0.03
-
-
-class ChangeMapParams(BaseModel):
-    """Thresholds and weights of the change map; defaults calibrated on scikit-image's photos."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    pre_blur_sigma: float = Field(
-        default=1.0,
-        ge=0,
-        description="σ (px) of the Gaussian applied to both images before comparing; 0 disables.",
-    )
-    ssim_sigma: float = Field(
-        default=1.5,
-        gt=0,
-        description="σ (px) of the Gaussian SSIM window (truncated at 3.5σ).",
-    )
-    ssim_threshold: float = Field(
-        default=0.75,
-        gt=-1,
-        le=1,
-        description="δ_structure = 1 where local SSIM < this.",
-    )
-    w_rgb: float = Field(default=0.5, ge=0, description="Weight of the RGB distance in the pixel score.")
-    w_hsv: float = Field(default=0.5, ge=0, description="Weight of the HSV-cone distance in the pixel score.")
-    w_grad: float = Field(
-        default=0.5,
-        ge=0,
-        description="Weight of the gradient-magnitude difference in the pixel score.",
-    )
-    pixel_threshold: float = Field(
-        default=0.10,
-        gt=0,
-        description="δ_pixel = 1 where the pixel score > this.",
-    )
-    open_radius: int = Field(
-        default=1,
-        ge=0,
-        description="Radius (px) of the disc used to open Δ; 0 disables.",
-    )
 
 
 @dataclass(frozen=True)

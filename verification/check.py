@@ -26,76 +26,14 @@ from typing import Literal
 
 import numpy as np
 from PIL import Image, ImageFile
-from pydantic import BaseModel, ConfigDict, Field
 
-from verification.alignment import AlignmentReport
 from verification.gate import GateOutcome, GateParams, evaluate_gate
 from verification.gate_maps import heatmap_rgb, overlay_rgb, pack_gate_maps
 from verification.localization import MaskProvider
 from verification.masks import boxes_to_mask, resize_mask
+from verification.records import CHECK_SCHEMA_VERSION, EDIT_TYPES, EditCheck, Verdict
 
 __all__ = ["CHECK_SCHEMA_VERSION", "EDIT_TYPES", "EditCheck", "Verdict", "check_edit", "image_to_rgb_array"]
-
-CHECK_SCHEMA_VERSION = 2
-EDIT_TYPES = ("ADD", "MODIFY", "REMOVE")
-
-Verdict = Literal["pass", "no_change_in_target", "change_outside_target", "target_not_found", "bad_image"]
-
-
-class EditCheck(BaseModel):
-    """The verification record of one edit (SPEC §4), JSON-serialisable."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    schema_version: int = Field(
-        default=CHECK_SCHEMA_VERSION,
-        description="Bumped when the record's shape or meaning changes.",
-    )
-    passed: bool = Field(description="The edit is localised: r_in > tau_in and r_out < tau_out.")
-    verdict: Verdict = Field(description="pass, or why not.")
-    r_in: float | None = Field(
-        default=None,
-        description="Share of the dilated target region M that changed; None when the gate did not run.",
-    )
-    r_out: float | None = Field(
-        default=None,
-        description="Share of the image outside M that changed; None when the gate did not run.",
-    )
-    tau_in: float = Field(description="Threshold on r_in used.")
-    tau_out: float = Field(description="Threshold on r_out used.")
-    edit_type: Literal["ADD", "MODIFY", "REMOVE"] = Field(description="Parsed edit type.")
-    target: str = Field(description="Parsed target object.")
-    searched: Literal["original", "edited"] = Field(
-        description="Image the target was searched in (edited for ADD).",
-    )
-    locator: str = Field(default="", description="Name of the mask provider.")
-    mask_fraction: float | None = Field(
-        default=None,
-        description="Share of the image inside the dilated mask M.",
-    )
-    n_boxes: int = Field(default=0, description="Detections returned by the locator.")
-    image_size: tuple[int, int] | None = Field(default=None, description="(width, height) of the original.")
-    edited_resized_from: tuple[int, int] | None = Field(
-        default=None,
-        description="(height, width) of the edited image when it differed from the original's size.",
-    )
-    alignment: AlignmentReport | None = Field(
-        default=None,
-        description="What alignment did; None when alignment was off or the gate did not run.",
-    )
-    params: GateParams = Field(description="Every gate parameter used.")
-    detail: str = Field(default="", description="Human-readable notes: locator detail, conversions, reasons.")
-    artefacts: dict[str, str] = Field(
-        default_factory=dict,
-        description="Artefact name → file name inside artefact_dir.",
-    )
-    maps: str | None = Field(
-        default=None,
-        description=(
-            "Image-store reference of the gate's maps (change strength, Δ and M packed in one RGB PNG, "
-            "see verification.gate_maps), when the caller asked to keep them; None otherwise."
-        ),
-    )
 
 
 class _BadImage(ValueError):

@@ -22,49 +22,14 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from verification.alignment import Alignment, AlignmentParams, align_images, match_size
-from verification.change_map import ChangeMap, ChangeMapParams, change_map
+from verification.alignment import Alignment, align_images, match_size
+from verification.change_map import ChangeMap, change_map
 from verification.masks import dilate_mask, dilation_radius, validate_mask
+from verification.records import GateParams
 
 __all__ = ["GateOutcome", "GateParams", "GateResult", "GateVerdict", "evaluate_gate", "gate_decision"]
 
 GateVerdict = Literal["pass", "no_change_in_target", "change_outside_target"]
-
-
-class GateParams(BaseModel):
-    """Every parameter of the verification gate; recorded with each check."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    tau_in: float = Field(default=0.10, ge=0, le=1, description="Pass needs r_in > tau_in (SPEC: 0.10).")
-    tau_out: float = Field(default=0.30, ge=0, le=1, description="Pass needs r_out < tau_out (SPEC: 0.30).")
-    dilation_px: int | None = Field(
-        default=None,
-        ge=0,
-        description="Margin added around the mask m, in pixels; when None, dilation_fraction is used.",
-    )
-    dilation_fraction: float = Field(
-        default=0.02,
-        ge=0,
-        lt=0.5,
-        description="Margin as a fraction of the original's shorter side (≈10 px at 512).",
-    )
-    align: bool = Field(
-        default=True,
-        description="Align the edit to the original before comparing (SPEC step 5).",
-    )
-    alignment: AlignmentParams = Field(default_factory=AlignmentParams, description="Alignment guards.")
-    change: ChangeMapParams = Field(default_factory=ChangeMapParams, description="Change-map thresholds.")
-    max_pixels: int = Field(
-        default=40_000_000,
-        gt=0,
-        description="Images with more pixels are refused as bad input (verdict bad_image).",
-    )
-    min_side: int = Field(
-        default=16,
-        ge=8,
-        description="Images with a side shorter than this are refused as bad input.",
-    )
 
 
 class GateResult(BaseModel):

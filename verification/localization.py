@@ -35,3 +35,9 @@ class MaskProvider(Protocol):
     name: str
 
     def locate(self, image: Image.Image, target: str) -> Localization: ...
+
+
+def weights_identity(backend: str, model: str, revision: str | None, **params: object) -> dict[str, object]:
+    """The identity of a backend that loads weights (recorded in results and cache keys): what it
+    is, which weights at which revision, and every parameter that changes its output."""
+    return {"backend": backend, "model": model, "revision": revision, **params}

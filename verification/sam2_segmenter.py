@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 from PIL import Image
 
-from verification.localization import Box
+from verification.localization import Box, weights_identity
 
 __all__ = ["Sam2Segmenter"]
 
@@ -76,13 +76,13 @@ class Sam2Segmenter:
         self._lock = threading.Lock()
 
     def identity(self) -> dict[str, object]:
-        return {
-            "backend": self.name,
-            "model": self.model_id,
-            "revision": self.revision,
-            "mask_threshold": self.mask_threshold,
-            "multimask_output": self.multimask_output,
-        }
+        return weights_identity(
+            self.name,
+            self.model_id,
+            self.revision,
+            mask_threshold=self.mask_threshold,
+            multimask_output=self.multimask_output,
+        )
 
     def segment(self, image: Image.Image, boxes: Sequence[Box]) -> list[np.ndarray]:
         """One boolean H×W mask per box (the best of SAM2's proposals by predicted IoU)."""

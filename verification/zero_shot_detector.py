@@ -23,6 +23,7 @@ import threading
 from PIL import Image
 
 from verification.detection import Detections, finalize_detections, normalize_target
+from verification.localization import weights_identity
 
 __all__ = ["FAMILIES", "ZeroShotDetector"]
 
@@ -106,15 +107,15 @@ class ZeroShotDetector:
         self._lock = threading.Lock()
 
     def identity(self) -> dict[str, object]:
-        return {
-            "backend": self.name,
-            "model": self.model_id,
-            "revision": self.revision,
-            "threshold": self.threshold,
-            "text_threshold": self.text_threshold,
-            "max_boxes": self.max_boxes,
-            "query_template": self.query_template,
-        }
+        return weights_identity(
+            self.name,
+            self.model_id,
+            self.revision,
+            threshold=self.threshold,
+            text_threshold=self.text_threshold,
+            max_boxes=self.max_boxes,
+            query_template=self.query_template,
+        )
 
     def query(self, target: str) -> str:
         """The text sent to the model for ``target``."""

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from edct_task.annotation.interventions import EdctVerdict
 from edct_task.annotation.labels import Label
+from edct_task.core.errors import UserError
 from edct_task.scoring.panel import cohen_kappa
 from edct_task.scoring.statistics import wilson_interval
 
@@ -56,7 +57,7 @@ Measure = Literal["ccs", "edit_validity"]
 RowKind = Literal["human-human", "human-edct", "consensus-edct", "all-identical"]
 
 
-class UnknownInterventionError(ValueError):
+class UnknownInterventionError(UserError, ValueError):
     """A label names an intervention the run does not have."""
 
 

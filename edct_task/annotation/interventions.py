@@ -14,7 +14,7 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from edct_task.engine.records import ChainStep, SampleRecord
+from edct_task.core.records import ChainStep, SampleRecord
 
 __all__ = [
     "EdctVerdict",

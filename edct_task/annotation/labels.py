@@ -32,6 +32,8 @@ from pydantic import (
     model_validator,
 )
 
+from edct_task.core.errors import UserError
+
 __all__ = [
     "ANNOTATOR_RE",
     "EditValidity",
@@ -47,7 +49,7 @@ EditValidity = Literal["valid", "invalid", "not_assessable"]
 ANNOTATOR_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
-class LabelFileError(ValueError):
+class LabelFileError(UserError, ValueError):
     """A label file that cannot be read: the message names the file, the line and what to do."""
 
 

@@ -29,8 +29,8 @@ from typing import Any, Protocol
 
 from edct_task.audit.embed import attribute, script_json_element
 from edct_task.audit.images import ImageWriter, Picture
+from edct_task.core.records import ChainStep, EditAttempt, SampleRecord
 from edct_task.engine.files import atomic_write
-from edct_task.engine.records import ChainStep, EditAttempt, SampleRecord
 
 __all__ = ["AUDIT_FORMAT_VERSION", "AuditSummary", "RunLike", "sample_page_name", "write_audit"]
 
@@ -46,7 +46,7 @@ an opaque origin."""
 
 
 class RunLike(Protocol):
-    """What the report needs of a loaded run (``edct_task.run_outputs.LoadedRun``)."""
+    """What the report needs of a loaded run (``edct_task.run.outputs.LoadedRun``)."""
 
     records: list[SampleRecord]
     results: dict

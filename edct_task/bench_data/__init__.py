@@ -1,15 +1,13 @@
-"""EDCT-Bench data: the dataset format, builders from the three sources, counterfactual export.
+"""EDCT-Bench data: the dataset format and the builders from the three sources.
 
 ``build_bench``            OK-VQA + DriveLM-nuScenes + 3DSRBench (local copies) → one dataset folder
 ``load_bench``             that folder (or a hub id, or ``$EDCT_BENCH_DATA``) as a ``datasets.Dataset``
 ``bench_samples``          its rows as protocol inputs (``edct run`` with ``data.source: dataset``)
-``export_counterfactuals`` verified counterfactual pairs of a run → dataset + chat JSONL (SPEC §7)
 
 Every failure is a ``BenchDataError`` whose message names the file and the rule.
 """
 
 from edct_task.bench_data.build import BuildRequest, BuildResult, build_bench, parse_counts
-from edct_task.bench_data.export import ExportResult, export_counterfactuals
 from edct_task.bench_data.format import (
     DEFAULT_COUNTS,
     DOMAINS,
@@ -34,10 +32,8 @@ __all__ = [
     "BenchDataError",
     "BuildRequest",
     "BuildResult",
-    "ExportResult",
     "bench_samples",
     "build_bench",
-    "export_counterfactuals",
     "features",
     "load_bench",
     "parse_counts",

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edct_task.core.errors import UserError
+
 FORMAT_NAME = "edct-bench"
 FORMAT_VERSION = 1
 """Bumped whenever a column, the metadata keys or a selection rule changes meaning."""
@@ -46,10 +48,12 @@ SPLIT = "test"
 COLUMNS = ("id", "domain", "question", "system_prompt", "source", "source_id", "metadata", "image")
 
 
-class BenchDataError(Exception):
+class BenchDataError(UserError):
     """A source file is missing or not in its published layout, an image cannot be read, an id
     is duplicated or unknown, or a selection cannot be met. The message names the file (or id)
     and the rule that failed."""
+
+    prefix = "data error: "
 
 
 def features() -> Any:
@@ -241,7 +245,7 @@ def bench_samples(location: str | Path | None, images: Any) -> list[Any]:
     """
     import datasets
 
-    from edct_task.engine.records import SampleInput, SampleRecord
+    from edct_task.core.records import SampleInput, SampleRecord
 
     ds = load_bench(location).cast_column("image", datasets.Image(decode=False))
     out: list[Any] = []

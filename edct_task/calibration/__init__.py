@@ -14,13 +14,13 @@ from edct_task.calibration.oracle import OracleMaskProvider
 from edct_task.calibration.perception import Percept, perceive
 from edct_task.calibration.reference_vlm import ReferenceVLM, parse_behavior
 from edct_task.calibration.render import object_mask, render_scene
+from edct_task.calibration.samples import generate_samples
 from edct_task.calibration.scene_editor import Degradation, SceneEditor
 from edct_task.calibration.scenes import (
     SCENE_INFO_KEY,
     CalibrationSample,
     Scene,
     SceneObject,
-    generate_samples,
     scene_of,
 )
 from edct_task.calibration.text_models import RuleBasedLLM

@@ -143,7 +143,7 @@ def pedestrian_for(crosswalk: SceneObject) -> SceneObject:
     return SceneObject("pedestrian", crosswalk.x - 40, crosswalk.y + 22, 30)
 
 
-def _build(family: str, config: world.Config, rng: random.Random) -> tuple[SceneObject, ...]:
+def build_objects(family: str, config: world.Config, rng: random.Random) -> tuple[SceneObject, ...]:
     a, b = config
     if family == "knowledge":
         x, y, r = rng.randint(120, 200), rng.randint(170, 220), rng.randint(26, 36)
@@ -159,34 +159,3 @@ def _build(family: str, config: world.Config, rng: random.Random) -> tuple[Scene
     offset = rng.randint(105, 125)
     tree = SceneObject("tree", car.x + (offset if b == "right" else -offset), car.y + 15, 28)
     return (car, tree)
-
-
-def generate_samples(n: int = 300, seed: int = 0) -> list[CalibrationSample]:
-    """``n`` seeded samples, families interleaved (knowledge, driving, spatial, ...).
-
-    Deterministic: the same ``(n, seed)`` gives the same scenes and byte-identical images, and
-    sample i does not depend on ``n``.
-    """
-    from edct_task.calibration.render import render_scene
-
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
-    samples = []
-    counters = dict.fromkeys(world.FAMILIES, 0)
-    for i in range(n):
-        rng = random.Random(f"{seed}:{i}")
-        family = world.FAMILIES[i % len(world.FAMILIES)]
-        config = rng.choice(world.configs(family))
-        scene = Scene(family, context_of(family, config), rng.randrange(2**31), _build(family, config, rng))
-        samples.append(
-            CalibrationSample(
-                id=f"cal-{family}-{counters[family]:04d}",
-                domain=family,
-                question=rng.choice(world.QUESTIONS[family]),
-                system_prompt=world.DRIVING_SYSTEM_PROMPT if family == "driving" else None,
-                image=render_scene(scene),
-                expected_answer=scene.answer(),
-            )
-        )
-        counters[family] += 1
-    return samples

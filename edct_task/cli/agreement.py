@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from edct_task.annotation.interventions import edct_verdicts
     from edct_task.annotation.labels import LabelFileError, read_label_files
-    from edct_task.run_outputs import RunReadError, load_run
+    from edct_task.run.outputs import RunReadError, load_run
 
     try:
         loaded = load_run(args.run_dir)

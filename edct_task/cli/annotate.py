@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from edct_task.annotation.interventions import draw, judgeable_interventions
     from edct_task.annotation.labels import LabelFileError, LabelLog, check_annotator
     from edct_task.annotation.server import bind, is_loopback, serve
-    from edct_task.run_outputs import RunReadError, load_run
+    from edct_task.run.outputs import RunReadError, load_run
 
     def fail(message: str) -> int:
         print(f"edct annotate: {message}", file=sys.stderr)

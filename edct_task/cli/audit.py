@@ -35,7 +35,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from edct_task.audit.links import AUDIT_DIR
     from edct_task.audit.report import write_audit
-    from edct_task.run_outputs import RunReadError, load_run
+    from edct_task.run.outputs import RunReadError, load_run
 
     if args.out is None:
         args.out = args.run_dir / AUDIT_DIR

@@ -65,7 +65,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from edct_task.bench_data import BuildRequest, build_bench, export_counterfactuals, parse_counts
+    from edct_task.bench_data import BuildRequest, build_bench, parse_counts
+    from edct_task.counterfactuals.export import export_counterfactuals
 
     if args.command == "build-bench":
         result = build_bench(

@@ -44,11 +44,11 @@ def _folder(behavior: str) -> str:
 def run(args: argparse.Namespace) -> int:
     from edct_task import config as cfg
     from edct_task.calibration import parse_behavior
-    from edct_task.engine.runner import run as run_edct
+    from edct_task.core.errors import ConfigError
     from edct_task.reporting.answer_accuracy import accuracy_score
     from edct_task.reporting.report import REPORT_MD, write_report
     from edct_task.reporting.sources import collect
-    from edct_task.roles import ConfigError
+    from edct_task.run.runner import run as run_edct
     from edct_task.scoring.table import runs_table
 
     behaviors = args.behaviors or list(DEFAULT_BEHAVIORS)

@@ -74,11 +74,11 @@ def _items(config: Any, n: int | None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from edct_task.config import load_config
+    from edct_task.core.errors import ConfigError
     from edct_task.estimate.latency import from_run, parse_assignments
     from edct_task.estimate.plan import estimate
     from edct_task.estimate.presets import config_location
     from edct_task.estimate.report import render
-    from edct_task.roles import ConfigError
 
     if args.n is not None and args.n < 1:
         raise ConfigError("--n must be at least 1")

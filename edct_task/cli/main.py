@@ -18,8 +18,7 @@
 ``edct agreement LABELS.jsonl… --run RUN``   Table 4: human–human, human–EDCT and gate–human agreement
 
 Each command module exposes ``add_parser(subparsers)`` and ``run(args) -> int``; ``COMMANDS``
-lists them. User errors (``ConfigError``, ``BenchDataError``, ``CacheSchemaError``) exit 2 with one
-message.
+lists them. Every ``UserError`` (``edct_task.core.errors``) exits 2 with one line, here and only here.
 """
 
 from __future__ import annotations
@@ -30,11 +29,8 @@ import logging
 import sys
 from types import ModuleType
 
-from edct_task.bench_data.format import BenchDataError
-from edct_task.engine.stage_cache import CacheSchemaError
-from edct_task.engine.workspace import StorageError
-from edct_task.roles import ConfigError
-from edct_task.run_outputs import RunReadError
+from edct_task.core.errors import UserError
+from edct_task.engine.storage import StorageError
 
 COMMANDS = (
     "run",
@@ -53,15 +49,6 @@ COMMANDS = (
     "agreement",
 )
 """Modules of ``edct_task.cli``, each adding one or more sub-commands."""
-
-
-USER_ERRORS: dict[type, str] = {
-    ConfigError: "configuration error: ",
-    BenchDataError: "data error: ",
-    CacheSchemaError: "cache error: ",
-    RunReadError: "",
-}
-"""User errors (exit 2, one line) and the prefix of their message."""
 
 
 def _modules() -> list[ModuleType]:
@@ -99,9 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         return owners[args.command].run(args)
-    except (ConfigError, BenchDataError, CacheSchemaError, RunReadError) as exc:
-        prefix = next(text for kind, text in USER_ERRORS.items() if isinstance(exc, kind))
-        print(f"edct: {prefix}{exc}", file=sys.stderr)
+    except UserError as exc:  # every user error: one line, exit 2 (edct_task.core.errors)
+        print(f"edct: {exc.line()}", file=sys.stderr)
         return 2
     except StorageError as exc:
         print(exc.advice(), file=sys.stderr)

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from edct_task.roles import ConfigError
+from edct_task.core.errors import ConfigError
 
 
 def add_parser(sub: Any) -> None:
@@ -48,10 +48,10 @@ def parse_labels(items: list[str]) -> dict[Path, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from edct_task.leaderboard.bundle import BundleError
+    from edct_task.leaderboard.bundle import BundleError, read_bundle
     from edct_task.reporting.report import REPORT_MD, build_report
     from edct_task.reporting.sources import ReportInputError
-    from edct_task.run_outputs import RunReadError
+    from edct_task.run.outputs import RunReadError
 
     labels = parse_labels(args.label)
     for path in labels:
@@ -60,7 +60,9 @@ def run(args: argparse.Namespace) -> int:
                 f"--label {path}=…: {path} does not exist (PATH is an input or a folder inside one)"
             )
     try:
-        report = build_report(args.paths, args.out, labels)
+        report = build_report(
+            args.paths, args.out, labels, read_bundle=lambda path: read_bundle(path).edct_run()
+        )
     except (ReportInputError, RunReadError, BundleError) as exc:
         raise ConfigError(str(exc)) from None
     print((args.out / REPORT_MD).read_text(encoding="utf-8").split("### Table 2")[0].rstrip())

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from edct_task.cli.options import add_progress_and_overrides
-from edct_task.roles import ConfigError
+from edct_task.core.errors import ConfigError
 
 
 def _fraction(text: str) -> float:
@@ -70,21 +70,30 @@ def add_parser(sub: Any) -> None:
     _add_lmms_options(run)
 
 
-def run(args: argparse.Namespace) -> int:
+def _config(args: argparse.Namespace) -> Any:
+    """The run's config: ``--config`` (else the lmms-eval task's default roles), ``--set`` overrides,
+    then ``--output`` and ``--no-progress``; one sequence for both paths."""
     from edct_task import config as cfg
+    from edct_task.lmms.settings import hook_config
 
+    if args.config is not None:
+        config = cfg.load_config(args.config, args.overrides)
+    else:
+        config = cfg.config_from_dict(hook_config().model_dump(mode="json"), args.overrides)
+    update: dict[str, Any] = {"output_dir": args.output} if args.output else {}
+    if args.no_progress:
+        update["progress"] = False
+    return config.model_copy(update=update)
+
+
+def run(args: argparse.Namespace) -> int:
     if args.model:
         return _run_lmms(args)
-    elif args.config is None:
+    if args.config is None:
         raise ConfigError("edct run needs --config FILE, or --model NAME (lmms-eval fast path)")
-    else:
-        config = cfg.load_config(args.config, args.overrides)
-        if args.output:
-            config = config.model_copy(update={"output_dir": args.output})
-    if args.no_progress:
-        config = config.model_copy(update={"progress": False})
+    config = _config(args)
 
-    from edct_task.engine.runner import run as run_edct
+    from edct_task.run.runner import run as run_edct
     from edct_task.scoring.table import score_table
 
     outcome = run_edct(config)
@@ -109,12 +118,28 @@ def run(args: argparse.Namespace) -> int:
 
 
 def finish(records: list[Any], fail_on_unscored: float | None) -> int:
-    """Print the failure summary; the exit code (3 when too many samples went unscored)."""
+    """Print the failure summary and the judge-health warnings; the exit code: 3 when too many
+    samples went unscored, or when a whole judgement kind could not be read for any sample (the
+    same on the config path and the fast path)."""
+    from edct_task.scoring.health import health_line, health_warnings, judge_health, unreadable_kinds
+
     summary = failure_summary(records)
     if summary:
         print(summary, file=sys.stderr)
+    health = judge_health(records)
+    print(health_line(health))
+    for line in health_warnings(health):
+        print(line, file=sys.stderr)
     if not records:
         return 0
+    unreadable = unreadable_kinds(records)
+    if unreadable:
+        print(
+            f"edct: no {' and no '.join(unreadable)} judgement of any sample could be read "
+            "(see the judge health above and the raw replies in the records); exit code 3",
+            file=sys.stderr,
+        )
+        return 3
     not_scored = sum(r.status in ("unscored", "error") for r in records) / len(records)
     none_scored = not any(r.status == "scored" for r in records)
     limit = fail_on_unscored
@@ -155,19 +180,11 @@ def _backend_names(spec: dict[str, Any] | list[dict[str, Any]]) -> str:
 
 def _run_lmms(args: argparse.Namespace) -> int:
     """``edct run --model … --tasks …``: the batched driver on an lmms-eval model."""
-    from edct_task import config as cfg
     from edct_task.lmms.fastpath import results_files, run_fastpath
-    from edct_task.lmms.hooks import hook_config
 
-    config = cfg.load_config(args.config, args.overrides) if args.config else hook_config()
-    if args.overrides and not args.config:
-        config = cfg.config_from_dict(config.model_dump(mode="json"), args.overrides)
-    if args.output:
-        config = config.model_copy(update={"output_dir": args.output})
-    if args.no_progress:
-        config = config.model_copy(update={"progress": False})
+    config = _config(args)
     output_path = args.output_path or config.output_dir / "lmms"
-    results = run_fastpath(
+    outcome = run_fastpath(
         args.model,
         args.model_args,
         args.tasks,
@@ -180,9 +197,10 @@ def _run_lmms(args: argparse.Namespace) -> int:
     )
     from lmms_eval.utils import make_table
 
+    results = outcome.results
     print(make_table(results))
     if "groups" in results:
         print(make_table(results, "groups"))
     files = results_files(output_path)
     print(f"wrote {files[-1] if files else output_path} ({results['edct']['wall_seconds']:.1f} s)")
-    return 0
+    return finish(outcome.records, args.fail_on_unscored)

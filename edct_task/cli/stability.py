@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from edct_task.roles import ConfigError
+from edct_task.core.errors import ConfigError
 
 
 def add_parser(sub: Any) -> None:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from edct_task.roles import ConfigError
+from edct_task.core.errors import ConfigError
 
 
 def add_parser(sub: Any) -> None:
@@ -16,6 +16,17 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--out", type=Path, required=True, help="bundle file to write (name it *.edct.zip)")
     p.add_argument("--with-images", action="store_true", help="also pack every image (original and edits)")
+    p.add_argument(
+        "--eval-results",
+        type=Path,
+        metavar="DIR",
+        help="also write the Hub's evaluation-results files into DIR/.eval_results/ (DIR: a model repo)",
+    )
+    p.add_argument(
+        "--dataset-id", help="with --eval-results: the Hub dataset id of the benchmark (dataset.id), required"
+    )
+    p.add_argument("--dataset-revision", help="with --eval-results: the dataset's revision hash (optional)")
+    p.add_argument("--source-url", help="with --eval-results: where the bundle or traces are published")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,10 +41,25 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"--out {args.out}: name the bundle *{BUNDLE_SUFFIX} (edct report and leaderboard look for it)"
         )
+    if args.eval_results is not None and not args.dataset_id:
+        raise ConfigError("--eval-results needs --dataset-id (the Hub dataset id of the benchmark, org/name)")
+    if args.eval_results is None and (args.dataset_id or args.dataset_revision or args.source_url):
+        raise ConfigError("--dataset-id, --dataset-revision and --source-url go with --eval-results DIR")
     try:
         meta = create_bundle(args.run, args.out, with_images=args.with_images)
     except BundleError as exc:
         raise ConfigError(str(exc)) from None
+    if args.eval_results is not None:
+        from edct_task.leaderboard.eval_results import write_eval_results
+
+        written = write_eval_results(
+            meta,
+            args.eval_results,
+            dataset_id=args.dataset_id,
+            revision=args.dataset_revision,
+            source_url=args.source_url,
+        )
+        print(f"wrote {len(written)} Hub eval-results file(s) into {args.eval_results}/.eval_results/")
     overall = meta["claimed"]["overall"]
     ccs = overall["metrics"]["ccs_binary"]
     print(

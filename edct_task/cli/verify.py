@@ -120,8 +120,10 @@ def _open(path: Path, what: str) -> Image.Image:
 
 
 def _locator(args: argparse.Namespace) -> Any:
-    from edct_task.detector_factories import FACTORIES, build_segmenter
+    from model_adapters import factories as adapter_factories
     from model_adapters.errors import OptionsError
+    from verification import factories as verification_factories
+    from verification.factories import build_segmenter
     from verification.masks import BoxMaskProvider, StaticMaskProvider
 
     seg_opts = _key_values(args.segmenter_opt, "--segmenter-opt")
@@ -148,9 +150,13 @@ def _locator(args: argparse.Namespace) -> Any:
                 FixedBoxDetector(boxes), build_segmenter({"backend": args.segmenter, **seg_opts})
             )
         backend = args.detector or "opencv-cascade"
-        factory = FACTORIES["detector"].get(backend)
+        detectors = {
+            **verification_factories.FACTORIES["detector"],
+            **adapter_factories.FACTORIES["detector"],
+        }
+        factory = detectors.get(backend)
         if factory is None:
-            raise _Usage(f"unknown detector {backend!r}; known: {', '.join(sorted(FACTORIES['detector']))}")
+            raise _Usage(f"unknown detector {backend!r}; known: {', '.join(sorted(detectors))}")
         options = dict(det_opts)
         if args.segmenter:
             options["segmenter"] = {"backend": args.segmenter, **seg_opts}

@@ -1,20 +1,22 @@
 """Answering requests: the handler table, wrapped by the stage cache, watched by observers.
 
-``Dispatcher.resolve`` takes one round of requests (from any number of samples) and returns their
-replies in order: identical requests of a round are sent once; the stage cache answers what it
-knows (``CachedHandler``, the shape of lm-eval's ``CachingLM``: same interface as the handler it
-wraps, only cache misses reach the backend, only successes are stored); the misses of each
-request type are cut into that handler's batches and run on its pool. Statistics, progress bars
-and the call log are ``Observer``s; none of them changes a reply.
+``Dispatcher`` is the one request resolver of a run. ``resolve`` takes one round of requests (from
+any number of samples) and returns their replies in order; ``submit`` takes one request and
+returns the future of its reply. Either way identical requests in flight are sent once; the
+stage cache answers what it knows (``CachedHandler``, the shape of lm-eval's ``CachingLM``: same
+interface as the handler it wraps, only cache misses reach the backend, only successes are
+stored); the misses are cut into each handler's batches and run on its pool. Statistics, progress
+bars and the call log are ``Observer``s; none of them changes a reply.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,10 +25,11 @@ from typing import Any, Protocol
 
 from tqdm import tqdm
 
+from edct_task.core.requests import Failure, Request
 from edct_task.engine.handlers import Handler, HandlerTable
-from edct_task.engine.requests import Failure, Request
+from edct_task.engine.runtime import Outcome, Runtime, ThreadRuntime
 from edct_task.engine.stage_cache import StageCache, fingerprint
-from edct_task.engine.workspace import storage_error
+from edct_task.engine.storage import storage_error
 
 STAGES = ("target", "concepts", "instructions", "edit_parse", "edit", "verify", "judge")
 
@@ -209,10 +212,79 @@ class Concurrency:
     verify: int = 2
 
 
-class Dispatcher:
-    """Answers rounds of requests through the handler table (see the module docstring).
+class _Batcher:
+    """Continuous micro-batching of one handler's requests (the target's), the way a serving engine
+    batches: a batch goes out when ``size`` requests wait, ``window_s`` after the first of them
+    arrived, or as soon as a slot frees while requests wait (``slots`` batches in flight). Driven
+    by events (an arrival, the window's timer, a freed slot) on the dispatcher's ``Runtime``, so
+    the same batching runs on threads and on the virtual clock of ``edct estimate``."""
 
-    A context manager: leaving it shuts the pools down and closes the observers.
+    def __init__(
+        self, send: Callable[[list[_Item]], Future], size: int, slots: int, window_s: float, runtime: Runtime
+    ) -> None:
+        self._send, self.size, self.window_s, self._rt = send, max(1, size), window_s, runtime
+        self._free = slots
+        self._items: list[_Item] = []
+        self._first: float | None = None
+        self._lock = threading.RLock()
+        self._timer: Any = None
+        self._closed = False
+
+    def add(self, item: _Item) -> None:
+        with self._lock:
+            if not self._items:
+                self._open_window()
+            self._items.append(item)
+            self._pump()
+
+    def _open_window(self) -> None:
+        self._first = self._rt.now()
+        self._timer = self._rt.call_later(self.window_s, self._due)  # an earlier one firing is harmless
+
+    def _due(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._pump()
+
+    def _release(self, _f: Future) -> None:
+        with self._lock:
+            self._free += 1
+            self._pump()
+
+    def _pump(self) -> None:
+        """Send batches while a slot is free and a batch is full or its window has passed."""
+        while self._items and self._free > 0:
+            full = len(self._items) >= self.size
+            if not full and (self._first is None or self._rt.now() < self._first + self.window_s):
+                return
+            batch, self._items = self._items[: self.size], self._items[self.size :]
+            self._free -= 1
+            self._first = None
+            if self._items:
+                self._open_window()
+            self._send(batch).add_done_callback(self._release)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
+
+
+_Item = tuple[Request, str, Future]
+"""A request waiting for a backend: the request, its cache key, the future of its reply."""
+
+
+class Dispatcher:
+    """The one request resolver of a run (see the module docstring): de-duplication of requests in
+    flight, the stage cache, batching, the pools, timing and the observers, for both schedules and
+    the lmms-eval compat driver.
+
+    ``submit`` answers one request with a future (the pipelined schedule: target requests are
+    micro-batched continuously); ``resolve`` answers a round of requests at once (the lockstep
+    schedule and the compat driver: the misses of each request type are cut into that handler's
+    batches). Both go through ``_admit`` and ``_send``. A context manager: leaving it stops the
+    batchers, shuts the pools down and closes the observers.
     """
 
     def __init__(
@@ -222,79 +294,131 @@ class Dispatcher:
         *,
         concurrency: Concurrency = Concurrency(),
         observers: Sequence[Observer] = (),
+        batch_window_s: float = 0.02,
+        runtime: Runtime | None = None,
     ) -> None:
         self.handlers = {
             kind: CachedHandler(h, cache) if cache is not None else _Uncached(h)
             for kind, h in handlers.items()
         }
         self.concurrency = concurrency
+        self.batch_window_s = batch_window_s
         self.stats = CallStats()
         self.observers: tuple[Observer, ...] = (self.stats, *observers)
         self._pools = {
             name: ThreadPoolExecutor(n, thread_name_prefix=f"edct-{name}")
             for name, n in vars(concurrency).items()
         }
+        self.runtime: Runtime = runtime or ThreadRuntime(self._pools.__getitem__)
+        """Time, pools, timers and queues: real threads, or a virtual clock (``runtime.py``)."""
+        self._lock = threading.Lock()
+        self._inflight: dict[str, Future] = {}
+        self._batchers: dict[type, _Batcher] = {}
 
     def notify(self, method: str, *args: Any) -> None:
         """Tell every observer (``issued`` / ``answered``)."""
         for o in self.observers:
             getattr(o, method)(*args)
 
-    def pool(self, name: str) -> ThreadPoolExecutor:
-        return self._pools[name]
-
-    def pool_size(self, name: str) -> int:
-        return int(getattr(self.concurrency, name))
+    def submit(self, request: Request) -> Future:
+        """The future reply of ``request``; a miss goes to its handler's batcher or pool at once."""
+        future, item = self._admit(request)
+        if item is not None:
+            batcher = self._batcher(type(request))
+            if batcher is not None:
+                batcher.add(item)
+            else:
+                self._send(self.handlers[type(request)], [item])
+        return future
 
     def resolve(self, requests: Sequence[Request]) -> list[object]:
-        """Replies for ``requests``, in order (see the module docstring)."""
-        replies: list[object] = [None] * len(requests)
-        twins: dict[str, list[int]] = {}  # key -> indices answered by the one call in flight
-        misses: dict[type, list[tuple[int, str]]] = {}
-        stages: list[str] = []
-        for i, request in enumerate(requests):
-            handler = self.handlers[type(request)]
-            stage = handler.stage(request)
-            stages.append(stage)
-            self.notify("issued", stage)
-            key = fingerprint(handler.key(request))
-            if key in twins:
-                twins[key].append(i)
-                self.notify("answered", stage, "hit", 0.0, key)
-                continue
-            hit = handler.cached(key)
-            if hit is not None:
-                replies[i] = hit
-                self.notify("answered", stage, "hit", 0.0, key)
-                continue
-            twins[key] = [i]
-            misses.setdefault(type(request), []).append((i, key))
-        futures: list[tuple[list[tuple[int, str]], Future]] = []
+        """Replies for one round of ``requests``, in order (a storage stop is raised)."""
+        futures: list[Future] = []
+        misses: dict[type, list[_Item]] = {}
+        for request in requests:
+            future, item = self._admit(request)
+            futures.append(future)
+            if item is not None:
+                misses.setdefault(type(request), []).append(item)
         for kind, items in misses.items():
             handler = self.handlers[kind]
             size = max(1, handler.batch_size)
             for start in range(0, len(items), size):
-                chunk = items[start : start + size]
-                batch = [requests[i] for i, _ in chunk]
-                futures.append((chunk, self._pools[handler.pool].submit(self._timed, handler, batch, chunk)))
-        for chunk, future in futures:
-            chunk_replies, seconds, cpu = future.result()
-            for (i, key), reply in zip(chunk, chunk_replies, strict=True):
-                how = "failure" if isinstance(reply, Failure) else "call"
-                self.notify("answered", stages[i], how, seconds / len(chunk), key, cpu / len(chunk))
-                for j in twins[key]:
-                    replies[j] = reply
-        return replies
+                self._send(handler, items[start : start + size])
+        return [f.result() for f in futures]
 
-    @staticmethod
-    def _timed(
-        handler: Any, batch: list[Request], chunk: list[tuple[int, str]]
-    ) -> tuple[list[object], float, float]:
-        start, cpu = time.perf_counter(), time.thread_time()
-        replies = handler.call_keyed(batch, [key for _, key in chunk])
-        return replies, time.perf_counter() - start, time.thread_time() - cpu
+    def _admit(self, request: Request) -> tuple[Future, _Item | None]:
+        """Count the request, then answer it from a twin in flight or the cache, or return it as a
+        miss to send."""
+        handler = self.handlers[type(request)]
+        stage = handler.stage(request)
+        self.notify("issued", stage)
+        key = fingerprint(handler.key(request))
+        with self._lock:
+            twin = self._inflight.get(key)
+            if twin is not None:
+                self.notify("answered", stage, "hit", 0.0, key)
+                return twin, None
+            future: Future = Future()
+            self._inflight[key] = future
+        hit = handler.cached(key)
+        if hit is not None:
+            self.notify("answered", stage, "hit", 0.0, key)
+            self._settle(key, future, hit)
+            return future, None
+        return future, (request, key, future)
+
+    def _send(self, handler: Any, batch: list[_Item]) -> Future:
+        """Run one batch on the handler's pool (through the runtime): timed, observed, every future
+        settled (a storage stop or a bug fails the batch's futures, so no waiting sample hangs)."""
+
+        def call() -> list[object]:
+            return handler.call_keyed([r for r, _, _ in batch], [k for _, k, _ in batch])
+
+        def done(outcome: Outcome) -> None:
+            try:
+                if isinstance(outcome, BaseException):
+                    raise outcome
+                replies, wall, cpu = outcome
+                seconds, cpu_each = wall / len(batch), cpu / len(batch)
+                for (request, key, future), reply in zip(batch, replies, strict=True):
+                    how = "failure" if isinstance(reply, Failure) else "call"
+                    self.notify("answered", handler.stage(request), how, seconds, key, cpu_each)
+                    self._settle(key, future, reply)
+            except BaseException as exc:
+                for _, key, future in batch:
+                    self._settle(key, future, exc)
+
+        return self.runtime.start(handler.pool, call, done)
+
+    def _settle(self, key: str, future: Future, outcome: object) -> None:
+        with self._lock:
+            if self._inflight.get(key) is future:
+                del self._inflight[key]
+        if future.done():
+            return
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+
+    def _batcher(self, kind: type) -> _Batcher | None:
+        handler = self.handlers[kind]
+        if handler.batch_size <= 1:
+            return None
+        with self._lock:
+            batcher = self._batchers.get(kind)
+            if batcher is None:
+                slots = int(getattr(self.concurrency, handler.pool))
+                send = functools.partial(self._send, handler)
+                batcher = self._batchers[kind] = _Batcher(
+                    send, handler.batch_size, slots, self.batch_window_s, self.runtime
+                )
+            return batcher
 
     def close(self) -> None:
+        for batcher in self._batchers.values():
+            batcher.close()
         for pool in self._pools.values():
             pool.shutdown(wait=True)
         for o in self.observers:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
+from edct_task.core.records import SampleInput, SampleRecord
+from edct_task.core.requests import Request
 from edct_task.engine.protocol import Protocol, ProtocolConfig, sample_protocol
-from edct_task.engine.records import SampleInput, SampleRecord
-from edct_task.engine.requests import Request
 
 log = logging.getLogger(__name__)
 

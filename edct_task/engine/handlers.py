@@ -19,19 +19,37 @@ from typing import Any, Generic, Protocol, TypeVar
 from PIL import Image
 
 from edct_task import __version__
+from edct_task.core.requests import AskLLM, AskTarget, EditedImage, EditImage, Failure, Request, VerifyEdit
 from edct_task.engine.protocol import ProtocolConfig
-from edct_task.engine.requests import AskLLM, AskTarget, EditedImage, EditImage, Failure, Request, VerifyEdit
 from edct_task.engine.stage_cache import ImageStore
-from edct_task.engine.workspace import storage_error
-from edct_task.roles import Roles
-from model_adapters.contracts import ChatMessage, Completion, GenerationParams
+from edct_task.engine.storage import storage_error
+from model_adapters.contracts import (
+    ChatMessage,
+    Completion,
+    GenerationParams,
+    ImageEditor,
+    TextModel,
+    VisionChatModel,
+)
 from model_adapters.errors import BackendError
 from model_adapters.images import RESIZE_INFO_KEY
 from verification.check import EditCheck, GateParams, check_edit
+from verification.localization import MaskProvider
 
 log = logging.getLogger(__name__)
 
 R = TypeVar("R", bound=Request, contravariant=True)
+
+
+class Backends(Protocol):
+    """What the handlers need of a run's live backends (``edct_task.roles.Roles`` is one)."""
+
+    target: VisionChatModel | None
+    editor: ImageEditor
+    detector: MaskProvider
+
+    def text_model(self, role: str, member: int = 0) -> TextModel: ...
+    def identities(self) -> dict[str, Any]: ...
 
 
 class Handler(Protocol, Generic[R]):
@@ -102,7 +120,7 @@ class TargetHandler:
 
     pool = "target"
 
-    def __init__(self, roles: Roles, pixels: PixelCache, config: ProtocolConfig, batch_size: int) -> None:
+    def __init__(self, roles: Backends, pixels: PixelCache, config: ProtocolConfig, batch_size: int) -> None:
         self.roles, self.pixels, self.batch_size = roles, pixels, batch_size
         self.params = GenerationParams(max_new_tokens=config.max_new_tokens, seed=config.seed)
 
@@ -168,7 +186,7 @@ class LLMHandler:
     pool = "text"
     batch_size = 1
 
-    def __init__(self, roles: Roles, config: ProtocolConfig) -> None:
+    def __init__(self, roles: Backends, config: ProtocolConfig) -> None:
         self.roles, self.seed = roles, config.seed
         self._identities = roles.identities()
 
@@ -212,7 +230,7 @@ class EditHandler:
     pool = "edit"
     batch_size = 1
 
-    def __init__(self, roles: Roles, pixels: PixelCache) -> None:
+    def __init__(self, roles: Backends, pixels: PixelCache) -> None:
         self.roles, self.pixels = roles, pixels
         self._identity = roles.identities()["editor"]
 
@@ -254,7 +272,7 @@ class VerifyHandler:
     pool = "verify"
     batch_size = 1
 
-    def __init__(self, roles: Roles, pixels: PixelCache, gate: GateParams) -> None:
+    def __init__(self, roles: Backends, pixels: PixelCache, gate: GateParams) -> None:
         self.roles, self.pixels, self.gate = roles, pixels, gate
         self._identity = roles.identities()["detector"]
 
@@ -301,7 +319,7 @@ HandlerTable = dict[type, Handler]
 
 
 def handler_table(
-    roles: Roles, store: ImageStore, config: ProtocolConfig, gate: GateParams, *, target_batch_size: int
+    roles: Backends, store: ImageStore, config: ProtocolConfig, gate: GateParams, *, target_batch_size: int
 ) -> HandlerTable:
     """Every request type's handler for one run."""
     pixels = PixelCache(store)

@@ -18,14 +18,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from edct_task.core.records import SampleInput, SampleRecord
 from edct_task.engine.dispatch import CallLog, Concurrency, Dispatcher, Observer, Progress
 from edct_task.engine.drive import SampleQueue, SampleRun
-from edct_task.engine.handlers import handler_table
+from edct_task.engine.handlers import Backends, handler_table
 from edct_task.engine.pipeline import run_pipelined
 from edct_task.engine.protocol import ProtocolConfig
-from edct_task.engine.records import SampleInput, SampleRecord
 from edct_task.engine.stage_cache import ImageStore, StageCache
-from edct_task.roles import Roles
 from verification.gate import GateParams
 
 
@@ -73,7 +72,7 @@ class Limits(BaseModel):
 
 
 def build_dispatcher(
-    roles: Roles,
+    roles: Backends,
     images: ImageStore,
     cache: StageCache | None,
     *,
@@ -90,7 +89,13 @@ def build_dispatcher(
     if call_log is not None:
         observers.append(CallLog(call_log))
     handlers = handler_table(roles, images, protocol, gate, target_batch_size=limits.target_batch_size)
-    return Dispatcher(handlers, cache, concurrency=limits.concurrency(), observers=observers)
+    return Dispatcher(
+        handlers,
+        cache,
+        concurrency=limits.concurrency(),
+        observers=observers,
+        batch_window_s=limits.batch_window_s,
+    )
 
 
 def run_samples(
@@ -109,7 +114,6 @@ def run_samples(
         protocol,
         dispatcher,
         window=limits.window,
-        batch_window_s=limits.batch_window_s,
         on_record=on_record,
     )
 

@@ -1,6 +1,6 @@
 """The EDCT protocol for one sample, as sans-IO logic (SPEC §2).
 
-``sample_protocol`` is a generator: it yields a tuple of requests (``edct_task.engine.requests``), is
+``sample_protocol`` is a generator: it yields a tuple of requests (``edct_task.core.requests``), is
 sent a tuple of replies in the same order, and finally returns a ``SampleRecord``. It performs no
 I/O, imports no model library and never sees pixels: images are store references. Drivers own
 everything else (batching, concurrency, caching, retries). Failures arrive as ``Failure`` values
@@ -27,7 +27,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from edct_task import parsing, prompts
-from edct_task.engine.records import (
+from edct_task.core.records import (
     BinaryScore,
     ChainStep,
     ConceptsRecord,
@@ -42,7 +42,7 @@ from edct_task.engine.records import (
     SampleRecord,
     SampleScores,
 )
-from edct_task.engine.requests import (
+from edct_task.core.requests import (
     AskLLM,
     AskTarget,
     EditedImage,
@@ -54,8 +54,8 @@ from edct_task.engine.requests import (
 )
 from edct_task.scoring import panel
 from model_adapters.contracts import Completion
-from verification.check import EditCheck
 from verification.edit_parsing import rule_based_edit_target
+from verification.records import EditCheck
 
 ExclusionPolicy = Literal["exclude_sample", "truncate_chain"]
 Protocol = Generator[tuple[Request, ...], tuple[object, ...], SampleRecord]
@@ -466,3 +466,9 @@ def sample_protocol(sample: SampleInput, cfg: ProtocolConfig) -> Protocol:
         )
         return finish("unscored", f"no step could be judged: {why}", steps=tuple(steps), scores=scores)
     return finish("scored", failure_reason, steps=tuple(steps), scores=scores)
+
+
+judge_requests = _judge_requests
+"""The judge requests of one step (public for the leaderboard's re-judging)."""
+with_judgements = _with_judgements
+"""A step with its judge replies parsed and combined (public for the leaderboard's re-derivation)."""

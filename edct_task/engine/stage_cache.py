@@ -41,6 +41,7 @@ from typing import Any, Literal
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
+from edct_task.core.errors import UserError
 from edct_task.engine.files import atomic_write
 
 __all__ = [
@@ -152,11 +153,13 @@ def fingerprint(payload: Mapping[str, Any]) -> str:
 # --------------------------------------------------------------------------- stage cache
 
 
-class CacheSchemaError(RuntimeError):
+class CacheSchemaError(UserError, RuntimeError):
     """A cache folder was written with another :data:`CACHE_SCHEMA_VERSION`; the message says what to do.
 
     A user error (the CLI exits 2 with the message): nothing in the folder is read or changed.
     """
+
+    prefix = "cache error: "
 
     def __init__(self, root: Path, version: int) -> None:
         self.root = root

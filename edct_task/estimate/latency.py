@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from edct_task.roles import ConfigError
+from edct_task.core.errors import ConfigError
 
 ROLES = ("target", "extractor", "judge", "edit_parser", "editor", "detector")
 STAGE_ROLE = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import model_adapters
-from edct_task.roles import ConfigError
+from edct_task.core.errors import ConfigError
 
 PRESET_DIR = Path(model_adapters.__file__).parent / "presets"
 

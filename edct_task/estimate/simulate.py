@@ -23,13 +23,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from edct_task.core.records import SampleInput
+from edct_task.core.requests import AskLLM, AskTarget, EditedImage, EditImage, Failure, Request, VerifyEdit
 from edct_task.engine.dispatch import Dispatcher
 from edct_task.engine.handlers import LLMHandler
 from edct_task.engine.lockstep import Limits
 from edct_task.engine.pipeline import run_pipelined
 from edct_task.engine.protocol import ProtocolConfig
-from edct_task.engine.records import SampleInput
-from edct_task.engine.requests import AskLLM, AskTarget, EditedImage, EditImage, Failure, Request, VerifyEdit
 from edct_task.engine.runtime import VirtualRuntime
 from edct_task.engine.stage_cache import fingerprint
 from edct_task.estimate.latency import POOL_OF_ROLE, CallTime
@@ -296,7 +296,7 @@ def simulate(
     ``hit_rates``: share of each stage's requests answered without a call (a finished run's
     stage-cache hits and in-flight twins; prompts of real data rarely repeat, so none by default)."""
     if limits.schedule != "pipelined":
-        from edct_task.roles import ConfigError
+        from edct_task.core.errors import ConfigError
 
         raise ConfigError(
             "edct estimate simulates the pipelined schedule; this config sets limits.schedule: lockstep"
@@ -321,15 +321,14 @@ def simulate(
         VerifyEdit: SimHandler(VerifyEdit, pool="verify", batch_size=1, **common),
     }
     cache = SimCache(handlers, hit_rates, random.Random(seed + 1)) if hit_rates else None
-    with Dispatcher(handlers, cache, concurrency=concurrency) as dispatcher:  # type: ignore[arg-type]
-        records = run_pipelined(
-            synthetic_samples(n),
-            protocol,
-            dispatcher,
-            window=limits.window,
-            batch_window_s=limits.batch_window_s,
-            runtime=runtime,
-        )
+    with Dispatcher(
+        handlers,  # type: ignore[arg-type]
+        cache,  # type: ignore[arg-type]
+        concurrency=concurrency,
+        batch_window_s=limits.batch_window_s,
+        runtime=runtime,
+    ) as dispatcher:
+        records = run_pipelined(synthetic_samples(n), protocol, dispatcher, window=limits.window)
     for role, count in counts.items():
         if role == "target":
             count.max_completion_tokens = count.items * protocol.max_new_tokens

@@ -7,13 +7,22 @@ tracks. Within a track entries are ordered by CCS_binary; the rank range comes f
 the best rank counts only entries whose whole CI lies above this one's, the worst rank counts
 every entry that is not wholly below it.
 
+Entries are named by their verified target (model id, ``@revision`` when pinned, backend); the
+submitter's free-text name is shown only as a sanitised label. The same bundle (same digest) given
+more than once is listed once (the others under ``duplicates``). Each track's header names every
+setup field that differs between tracks, the dataset and its size included. All intervals use the
+board's scoring parameters (``scoring``), never a bundle's.
+
 Writes ``leaderboard.md``, ``.csv``, ``.json``::
 
-    {"tracks": [{"id", "label", "setup": {…}, "entries": [{"bundle", "model", "rank", "rank_range",
-                  "ccs_binary": {...}, …, "counts", "digest"}]}],
-     "rejected": [{"bundle", "reason", "code"}]}
+    {"tracks": [{"id", "label", "setup": {…}, "differs": {field: value}, "dataset": {digest, n},
+                 "entries": [{"bundle", "model", "backend", "revision", "label", "rank",
+                              "rank_range", "ccs_binary": {...}, …, "counts", "digest",
+                              ["board": {re-judged numbers}]}]}],
+     "rejected": [{"bundle", "reason", "code"}], "duplicates": [{"bundle", "same_as"}],
+     "unverified": [{Hub eval-results entries}], "scoring": {seed, n_resamples, method}}
 
-and ``leaderboard.html`` (static, every value escaped).
+and ``leaderboard.html`` (static, every value escaped), each file replaced atomically.
 """
 
 from __future__ import annotations
@@ -25,8 +34,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from edct_task.leaderboard.html import render_html
-from edct_task.leaderboard.verify import Rejected, Verified, verify_bundle
+from edct_task.engine.files import atomic_write
+from edct_task.leaderboard.archive import DEFAULT_LIMITS, Limits
+from edct_task.leaderboard.html import flag_text, render_html
+from edct_task.leaderboard.identity import differing_fields, field_value, sanitise
+from edct_task.leaderboard.verify import DEFAULT_SCORING, BoardScoring, Rejected, Verified, verify_bundle
 from edct_task.reporting.setup import setup_label
 from edct_task.reporting.tables import interval_cell
 from edct_task.scoring.metrics import CCS_BINARY, METRIC_NAMES
@@ -43,6 +55,9 @@ def rank_entries(entries: Sequence[Verified]) -> list[dict[str, Any]]:
             {
                 "bundle": str(e.bundle),
                 "model": e.model,
+                "backend": e.identity.get("backend"),
+                "revision": e.identity.get("revision"),
+                "label": e.label,
                 **{name: m[name] for name in METRIC_NAMES},
                 "counts": e.summary["overall"]["counts"],
                 "digest": e.digest,
@@ -71,32 +86,91 @@ def rank_entries(entries: Sequence[Verified]) -> list[dict[str, Any]]:
     return rows
 
 
-def build_board(bundles: Sequence[Path], *, reference_manifest: str | None = None) -> dict[str, Any]:
+def _track_view(v: Verified) -> dict[str, Any]:
+    """What a reader compares between tracks: the setup and the dataset (digest and size)."""
+    setup = {k: val for k, val in v.setup.items() if k != "dataset_digest"}  # shown as dataset.digest
+    return {**setup, "dataset": {"digest": v.dataset.get("digest"), "n": v.dataset.get("n")}}
+
+
+def build_board(
+    bundles: Sequence[Path],
+    *,
+    reference_manifest: str | None = None,
+    scoring: BoardScoring = DEFAULT_SCORING,
+    limits: Limits = DEFAULT_LIMITS,
+    judge: Any = None,
+    unverified: Sequence[dict[str, Any]] = (),
+) -> dict[str, Any]:
+    """Verify every bundle, list each distinct one once, rank per track; ``judge`` (a
+    ``rejudge.BoardJudge``) re-judges every entry; ``unverified`` are Hub eval-results entries."""
     verified: list[Verified] = []
     rejected: list[dict[str, str]] = []
+    duplicates: list[dict[str, str]] = []
+    seen: dict[str, Path] = {}
     for path in bundles:
-        result = verify_bundle(path, reference_manifest=reference_manifest)
+        result = verify_bundle(path, reference_manifest=reference_manifest, scoring=scoring, limits=limits)
         if isinstance(result, Rejected):
             rejected.append({"bundle": str(path), "reason": result.reason, "code": result.code})
+        elif result.digest in seen:
+            duplicates.append({"bundle": str(path), "same_as": str(seen[result.digest])})
         else:
+            seen[result.digest] = path
             verified.append(result)
+    board_numbers: dict[str, dict[str, Any]] = {}
+    if judge is not None and verified:
+        from edct_task.leaderboard.rejudge import rejudge_board
+
+        board_numbers = rejudge_board(verified, judge, scoring)
     tracks: dict[str, list[Verified]] = {}
     for v in verified:
         tracks.setdefault(v.track, []).append(v)
-    return {
-        "tracks": [
+    views = {tid: _track_view(entries[0]) for tid, entries in tracks.items()}
+    differs = differing_fields(list(views.values()))
+    out_tracks = []
+    for tid, entries in tracks.items():
+        rows = rank_entries(entries)
+        for row in rows:
+            if row["digest"] in board_numbers:
+                row["board"] = board_numbers[row["digest"]]
+        out_tracks.append(
             {
                 "id": tid,
                 "label": setup_label(entries[0].setup),
                 "setup": entries[0].setup,
-                "entries": rank_entries(entries),
+                "dataset": views[tid]["dataset"],
+                "differs": {path: field_value(views[tid], path) for path in differs},
+                "entries": rows,
             }
-            for tid, entries in tracks.items()
-        ],
+        )
+    return {
+        "tracks": out_tracks,
         "rejected": rejected,
+        "duplicates": duplicates,
+        "unverified": list(unverified),
         "ranked_by": RANK_METRIC,
         "rank_range": "CI overlap of the 95% percentile-bootstrap interval of CCS_binary",
+        "scoring": scoring.as_dict(),
+        "rejudged": judge is not None,
     }
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
+        return value[:12]  # a digest
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return sanitise(text, 60)
+
+
+def differs_line(track: dict[str, Any]) -> str:
+    """``field = value; …`` of the setup fields in which this track differs from the others."""
+    return "; ".join(f"{k} = {_short(v)}" for k, v in track.get("differs", {}).items())
+
+
+def _agreement(board: dict[str, Any]) -> tuple[str, str]:
+    a = board["agreement"]
+    rate = "—" if a["rate"] is None else f"{a['rate']:.3f} ({a['steps']})"
+    kappa = "—" if a["kappa"] is None else f"{a['kappa']:.3f}"
+    return rate, kappa
 
 
 def _range(r: dict[str, Any]) -> str:
@@ -111,37 +185,88 @@ def to_markdown(board: dict[str, Any]) -> str:
         f"Ranked by {board['ranked_by']} within each setup track; rank range: {board['rank_range']}.",
         "",
     ]
+    scoring = board.get("scoring") or {}
+    if scoring:
+        lines += [
+            f"Intervals: the board's own ({scoring['method']}, {scoring['n_resamples']} resamples, "
+            f"seed {scoring['seed']}), never a bundle's.",
+            "",
+        ]
+    rejudged = board.get("rejudged")
     for t in board["tracks"]:
+        differs = differs_line(t)
         lines += [
             f"## Track {t['id']}",
             "",
-            f"`{t['label']}`",
+            f"`{t['label']}` · dataset {t['dataset']['digest'][:12]} ({t['dataset']['n']} samples)",
             "",
-            "| Rank | Range | Model | CCS_binary | CCS_graded | AC k=1 | EF k=1 | AC k=2 | EF k=2 | scored | "
-            "excluded | bundle |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            *([f"Differs from the other tracks in: {differs}", ""] if differs else []),
+            "| Rank | Range | Model | Backend | Label | CCS_binary | CCS_graded | AC k=1 | EF k=1 | AC k=2 | "
+            "EF k=2 | scored | excluded | unscored | error | bundle |"
+            + (" board CCS_binary | agreement | κ | flag |" if rejudged else ""),
+            "| --- " * (16 + (4 if rejudged else 0)) + "|",
         ]
         for r in t["entries"]:
             cells = [
                 str(r["rank"]),
                 _range(r),
                 r["model"],
+                r.get("backend") or "",
+                r.get("label") or "",
                 *(
                     interval_cell(r[m])
                     for m in ("ccs_binary", "ccs_graded", "ac_k1", "ef_k1", "ac_k2", "ef_k2")
                 ),
-                str(r["counts"]["scored"]),
-                str(r["counts"]["excluded"]),
+                *(str(r["counts"][c]) for c in ("scored", "excluded", "unscored", "error")),
                 Path(r["bundle"]).name,
             ]
-            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+            if rejudged:
+                b = r.get("board")
+                if b is None or "error" in b:
+                    cells += ["—", "—", "—", (b or {}).get("error", "")]
+                else:
+                    rate, kappa = _agreement(b)
+                    flag = flag_text(b)
+                    cells += [interval_cell(b["ccs_binary"]), rate, kappa, flag]
+            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        lines.append("")
+    if board.get("unverified"):
+        lines += [
+            "## Unverified entries (Hub eval-results files, not re-derived; never ranked)",
+            "",
+            "| Model | Dataset | Task | Value | Date | Notes | File |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for u in board["unverified"]:
+            cells = [
+                u["model"],
+                u["dataset"],
+                u["task_id"],
+                str(u["value"]),
+                u["date"],
+                u["notes"],
+                u["file"],
+            ]
+            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        lines.append("")
+    if board.get("duplicates"):
+        lines += ["## Duplicate bundles (listed once)", "", "| bundle | same as |", "| --- | --- |"]
+        lines += [
+            f"| {_cell(Path(d['bundle']).name)} | {_cell(Path(d['same_as']).name)} |"
+            for d in board["duplicates"]
+        ]
         lines.append("")
     if board["rejected"]:
         lines += ["## Rejected bundles", "", "| bundle | reason |", "| --- | --- |"]
         lines += [
-            f"| {Path(r['bundle']).name} | {r['reason'].replace('|', '/')} |" for r in board["rejected"]
+            f"| {_cell(Path(r['bundle']).name)} | {_cell(r['reason'], 300)} |" for r in board["rejected"]
         ]
     return "\n".join(lines) + "\n"
+
+
+def _cell(text: str, limit: int = 200) -> str:
+    """A markdown table cell: one line, no control characters, pipes escaped."""
+    return sanitise(text, limit).replace("¦", "\\|")
 
 
 def to_csv(board: dict[str, Any]) -> str:
@@ -154,6 +279,9 @@ def to_csv(board: dict[str, Any]) -> str:
             "rank_best",
             "rank_worst",
             "model",
+            "backend",
+            "revision",
+            "label",
             "bundle",
             *(f"{m}_{p}" for m in METRIC_NAMES for p in ("estimate", "low", "high", "n")),
             "scored",
@@ -171,6 +299,9 @@ def to_csv(board: dict[str, Any]) -> str:
                     r["rank"],
                     *r["rank_range"],
                     r["model"],
+                    r.get("backend") or "",
+                    r.get("revision") or "",
+                    r.get("label") or "",
                     r["bundle"],
                     *(
                         ("" if r[m][p] is None else r[m][p])
@@ -185,6 +316,7 @@ def to_csv(board: dict[str, Any]) -> str:
 
 
 def write_board(board: dict[str, Any], out: Path) -> list[Path]:
+    """Write the four files, each replaced atomically (a reader never sees half a board)."""
     out.mkdir(parents=True, exist_ok=True)
     files = {
         "leaderboard.json": json.dumps(board, indent=2, ensure_ascii=False) + "\n",
@@ -194,6 +326,6 @@ def write_board(board: dict[str, Any], out: Path) -> list[Path]:
     }
     paths = []
     for name, text in files.items():
-        (out / name).write_text(text, encoding="utf-8")
+        atomic_write(out / name, text)
         paths.append(out / name)
     return paths

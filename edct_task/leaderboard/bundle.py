@@ -23,12 +23,23 @@ import datetime as dt
 import hashlib
 import json
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from edct_task.engine.records import SampleRecord
+from edct_task.core.errors import UserError
+from edct_task.core.records import SampleRecord
+from edct_task.leaderboard.archive import (
+    DEFAULT_LIMITS,
+    ArchiveError,
+    Limits,
+    Members,
+    json_lines,
+    load_json,
+    read_archive,
+)
 from edct_task.reporting.setup import canonical_json, dataset_manifest, sha256_text
 from edct_task.reporting.sources import (
     DEFAULT_RESAMPLES,
@@ -37,16 +48,19 @@ from edct_task.reporting.sources import (
     edct_runs_from_lmms,
     read_edct_run,
 )
-from edct_task.run_outputs import image_files
+from edct_task.run.outputs import image_files
 
 FORMAT = "edct-bundle"
 FORMAT_VERSION = 1
 BUNDLE_JSON = "bundle.json"
+JSON_MEMBERS = ("results.json", "samples.jsonl", "dataset_manifest.json", "images.json", "setup_source.json")
+KNOWN_MEMBERS = frozenset((BUNDLE_JSON, *JSON_MEMBERS))
+"""Every member name a bundle may hold, besides ``images/<64 hex>.png``."""
 _ZIP_DATE = (2020, 1, 1, 0, 0, 0)
 _VERSIONED = ("edct-bench", "lmms-eval", "numpy", "scipy", "pydantic", "transformers", "torch")
 
 
-class BundleError(ValueError):
+class BundleError(UserError, ValueError):
     """A bundle that cannot be made or read; the message names the file and what is wrong."""
 
 
@@ -78,22 +92,36 @@ class Bundle:
 
     path: Path
     meta: dict[str, Any]
-    members: dict[str, bytes] = field(repr=False)
+    members: Mapping[str, bytes] = field(repr=False)
+    """Member name → bytes (``bundle.json`` excluded); packed images are read when asked for."""
+    limits: Limits = DEFAULT_LIMITS
 
     def json_member(self, name: str) -> Any:
+        if name not in self.members:
+            raise BundleError(f"{self.path}: member {name} is missing")
         try:
-            return json.loads(self.members[name].decode("utf-8"))
-        except KeyError:
-            raise BundleError(f"{self.path}: member {name} is missing") from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise BundleError(f"{self.path}: member {name} is not JSON ({exc})") from None
+            return load_json(self.members[name], f"member {name}", self.limits)
+        except ArchiveError as exc:
+            raise BundleError(f"{self.path}: {exc}") from None
+
+    def json_object(self, name: str) -> dict[str, Any]:
+        """A JSON member that must hold an object (a mapping)."""
+        value = self.json_member(name)
+        if not isinstance(value, dict):
+            raise BundleError(f"{self.path}: member {name} holds a {type(value).__name__}, not an object")
+        return value
 
     def records(self) -> list[SampleRecord]:
         if "samples.jsonl" not in self.members:
             raise BundleError(f"{self.path}: member samples.jsonl is missing")
         out = []
-        for i, line in enumerate(self.members["samples.jsonl"].decode("utf-8").splitlines(), 1):
-            if line.strip():
+        try:
+            lines = (
+                self.members.lines("samples.jsonl")
+                if isinstance(self.members, Members)
+                else json_lines(self.members["samples.jsonl"], "samples.jsonl", self.limits)
+            )
+            for i, line in lines:
                 try:
                     out.append(SampleRecord.model_validate_json(line))
                 except ValueError as exc:
@@ -101,6 +129,8 @@ class Bundle:
                     raise BundleError(
                         f"{self.path}: samples.jsonl line {i} is not a sample record ({first})"
                     ) from None
+        except ArchiveError as exc:
+            raise BundleError(f"{self.path}: {exc}") from None
         return out
 
     def edct_run(self) -> EdctRun:
@@ -150,7 +180,7 @@ def _run_of(path: Path) -> tuple[EdctRun, dict[str, Any], dict[str, Any] | None,
 
 def create_bundle(run_path: Path, out: Path, *, with_images: bool = False) -> dict[str, Any]:
     """Pack the run at ``run_path`` into ``out``; return ``bundle.json``."""
-    from edct_task.run_outputs import RunReadError, load_run
+    from edct_task.run.outputs import RunReadError, load_run
 
     try:
         run, results, setup_source, kind = _run_of(run_path)
@@ -254,29 +284,30 @@ def write_zip(out: Path, meta: dict[str, Any], members: dict[str, bytes]) -> Non
     tmp.replace(out)
 
 
-MAX_MEMBER_BYTES = 2 << 30
-
-
-def read_bundle(path: Path) -> Bundle:
-    """Read a bundle's members (nothing is extracted to disk)."""
+def read_bundle(path: Path, limits: Limits = DEFAULT_LIMITS) -> Bundle:
+    """Read a bundle's members (nothing is extracted to disk), refusing any archive that breaks a
+    cap or a naming rule of ``edct_task.leaderboard.archive`` before inflating it."""
     try:
-        with zipfile.ZipFile(path) as z:
-            members = {}
-            for info in z.infolist():
-                if info.file_size > MAX_MEMBER_BYTES:
-                    raise BundleError(f"{path}: member {info.filename} is larger than 2 GiB")
-                members[info.filename] = z.read(info)
-    except (OSError, zipfile.BadZipFile) as exc:
+        members = read_archive(path, KNOWN_MEMBERS, limits)
+    except ArchiveError as exc:
+        raise BundleError(f"{path}: {exc}") from None
+    except (OSError, zipfile.BadZipFile, EOFError, NotImplementedError) as exc:
         raise BundleError(f"{path}: not a readable zip archive ({exc})") from None
-    if BUNDLE_JSON not in members:
+    meta_bytes = members.take(BUNDLE_JSON)
+    if meta_bytes is None:
         raise BundleError(f"{path}: no {BUNDLE_JSON}; not an EDCT bundle (make one with `edct submit`)")
     try:
-        meta = json.loads(members.pop(BUNDLE_JSON).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BundleError(f"{path}: {BUNDLE_JSON} is not JSON ({exc})") from None
+        meta = load_json(meta_bytes, BUNDLE_JSON, limits)
+    except ArchiveError as exc:
+        raise BundleError(f"{path}: {exc}") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise BundleError(f"{path}: {BUNDLE_JSON} is not an {FORMAT} (format field)")
-    return Bundle(path, meta, members)
+    return Bundle(path, meta, members, limits)
+
+
+def member_sha256(members: Mapping[str, bytes], name: str) -> str:
+    """A member's SHA-256, streamed from the archive where the member is not held."""
+    return members.sha256(name) if isinstance(members, Members) else sha256_bytes(members[name])
 
 
 def reseal(meta: dict[str, Any], members: dict[str, bytes]) -> dict[str, Any]:

@@ -36,7 +36,26 @@ def _e(value: Any) -> str:
     return escape(str(value), quote=True)
 
 
+def flag_text(board: dict[str, Any]) -> str:
+    """What the board's own judge and gate flag about an entry ("" when nothing)."""
+    flags = []
+    if board.get("flagged"):
+        flags.append("CLAIM OUTSIDE BOARD CI")
+    if board.get("gate_flagged"):
+        flags.append(f"GATE DISAGREES ({board['gate_agreement']['disagreements']} edit(s))")
+    return "; ".join(flags)
+
+
+def _agreement(board: dict[str, Any]) -> str:
+    a = board["agreement"]
+    rate = "—" if a["rate"] is None else f"{a['rate']:.3f} ({a['steps']} steps)"
+    kappa = "—" if a["kappa"] is None else f"{a['kappa']:.3f}"
+    return f"{rate}, κ {kappa}"
+
+
 def render_html(board: dict[str, Any]) -> str:
+    scoring = board.get("scoring") or {}
+    rejudged = bool(board.get("rejudged"))
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -46,30 +65,82 @@ def render_html(board: dict[str, Any]) -> str:
         "<h1>EDCT leaderboard</h1>",
         f"<p>Ranked by {_e(board['ranked_by'])} within each setup track (bundles under another "
         "judge, editor, k, thresholds, prompts or dataset are never ranked together). "
-        f"Rank range: {_e(board['rank_range'])}. Every entry was verified by recomputing its "
-        "metrics from its sample records.</p>",
+        f"Rank range: {_e(board['rank_range'])}. Every entry was verified by re-deriving it from its "
+        "raw evidence: verdicts re-parsed from the stored judge replies, sample scores from the steps, "
+        "statuses from the recorded gate numbers; intervals are the board's own"
+        + (
+            f" ({_e(scoring.get('method'))}, {_e(scoring.get('n_resamples'))} resamples, seed "
+            f"{_e(scoring.get('seed'))})"
+            if scoring
+            else ""
+        )
+        + ". Models are named by their verified target; labels are the submitters' own.</p>",
     ]
     for t in board["tracks"]:
         parts.append(f'<section data-track="{_e(t["id"])}"><h2>Track {_e(t["id"])}</h2>')
-        parts.append(f"<p><code>{_e(t['label'])}</code></p>")
+        dataset = t.get("dataset") or {}
+        parts.append(
+            f"<p><code>{_e(t['label'])}</code> · dataset <code>{_e(str(dataset.get('digest'))[:12])}</code> "
+            f"({_e(dataset.get('n'))} samples)</p>"
+        )
+        if t.get("differs"):
+            items = "".join(
+                f"<li><code>{_e(k)}</code> = <code>{_e(json.dumps(v, ensure_ascii=False))}</code></li>"
+                for k, v in t["differs"].items()
+            )
+            parts.append(f"<p>Differs from the other tracks in:</p><ul>{items}</ul>")
         setup = json.dumps(t["setup"], indent=2, ensure_ascii=False)
         parts.append(f"<details><summary>setup</summary><pre>{_e(setup)}</pre></details>")
         head = "".join(f"<th>{_e(n)}</th>" for n, _ in _METRICS)
+        extra = "<th>board CCS_binary</th><th>agreement</th><th>flag</th>" if rejudged else ""
         parts.append(
-            f'<table><thead><tr><th>Rank</th><th>Range</th><th class="l">Model</th>{head}'
-            '<th>scored</th><th>excluded</th><th class="l">bundle</th></tr></thead><tbody>'
+            f'<table><thead><tr><th>Rank</th><th>Range</th><th class="l">Model</th><th class="l">Backend</th>'
+            f'<th class="l">Label</th>{head}<th>scored</th><th>excluded</th><th>unscored</th><th>error</th>'
+            f'<th class="l">bundle</th>{extra}'
+            "</tr></thead><tbody>"
         )
         for r in t["entries"]:
             lo, hi = r["rank_range"]
             span = lo if lo == hi else f"{lo}–{hi}"
             cells = "".join(f"<td>{_e(interval_cell(r[m]))}</td>" for _, m in _METRICS)
+            board_cells = ""
+            if rejudged:
+                b = r.get("board")
+                board_cells = (
+                    f"<td>—</td><td>—</td><td>{_e((b or {}).get('error', ''))}</td>"
+                    if b is None or "error" in b
+                    else f"<td>{_e(interval_cell(b['ccs_binary']))}</td><td>{_e(_agreement(b))}</td>"
+                    f"<td>{_e(flag_text(b))}</td>"
+                )
             parts.append(
                 f'<tr data-model="{_e(r["model"])}"><td>{_e(r["rank"])}</td><td>{_e(span)}</td>'
-                f'<td class="l">{_e(r["model"])}</td>{cells}<td>{_e(r["counts"]["scored"])}</td>'
-                f'<td>{_e(r["counts"]["excluded"])}</td><td class="l" title="{_e(r["digest"])}">'
-                f"{_e(Path(r['bundle']).name)}</td></tr>"
+                f'<td class="l">{_e(r["model"])}</td><td class="l">{_e(r.get("backend") or "")}</td>'
+                f'<td class="l">{_e(r.get("label") or "")}</td>{cells}<td>{_e(r["counts"]["scored"])}</td>'
+                f"<td>{_e(r['counts']['excluded'])}</td><td>{_e(r['counts']['unscored'])}</td>"
+                f'<td>{_e(r["counts"]["error"])}</td><td class="l" title="{_e(r["digest"])}">'
+                f"{_e(Path(r['bundle']).name)}</td>{board_cells}</tr>"
             )
         parts.append("</tbody></table></section>")
+    if board.get("unverified"):
+        parts.append(
+            "<h2>Unverified entries</h2><p>Hub eval-results files: numbers as written, not re-derived, "
+            'never ranked.</p><table class="rej"><thead><tr><th>model</th><th>dataset</th><th>task</th>'
+            "<th>value</th><th>date</th><th>notes</th><th>file</th></tr></thead><tbody>"
+        )
+        for u in board["unverified"]:
+            keys = ("model", "dataset", "task_id", "value", "date", "notes", "file")
+            parts.append("<tr>" + "".join(f"<td>{_e(u[k])}</td>" for k in keys) + "</tr>")
+        parts.append("</tbody></table>")
+    if board.get("duplicates"):
+        parts.append(
+            '<h2>Duplicate bundles (listed once)</h2><table class="rej"><thead><tr><th>bundle</th>'
+            "<th>same as</th></tr></thead><tbody>"
+        )
+        for d in board["duplicates"]:
+            parts.append(
+                f"<tr><td>{_e(Path(d['bundle']).name)}</td><td>{_e(Path(d['same_as']).name)}</td></tr>"
+            )
+        parts.append("</tbody></table>")
     if board["rejected"]:
         parts.append(
             '<h2>Rejected bundles</h2><table class="rej"><thead><tr><th>bundle</th><th>reason</th></tr>'

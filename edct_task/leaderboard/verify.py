@@ -9,11 +9,19 @@ A bundle is accepted only when everything it claims follows from what it contain
 4. ``images.json`` lists exactly the images the records reference; packed images decode to
    their refs (``image_id`` of the decoded pixels and ``edct_`` text);
 5. the setup identity equals the one recomputed from the run's own files;
-6. every metric and interval, overall and per domain, and every count equals
-   ``edct_task.scoring.metrics.summarise`` over the records (same seed and resamples), and the
-   run's own results file says the same.
+6. every record is re-derived from its most primitive evidence (``rederive``): verdicts from the
+   stored raw judge replies, sample scores from the steps, statuses from the gate numbers, every
+   value in its range;
+7. every claimed estimate and sample count, overall and per domain, equals
+   ``edct_task.scoring.metrics.summarise`` over the records, and the run's own results file says
+   the same. Intervals, rank ranges and everything shown are computed with the **board's**
+   scoring parameters (:class:`BoardScoring`), never the bundle's: a bundle cannot choose its
+   resamples or seed. Claimed intervals are only checked to be intervals in [0, 1] around their
+   estimate.
 
-The first failure is the rejection reason (each names the field or sample it is about).
+The first failure is the rejection reason (each names the field or sample it is about). Nothing
+a bundle holds can stop the board: an unexpected error while checking one bundle rejects that
+bundle (code ``malformed``) and the board goes on.
 """
 
 from __future__ import annotations
@@ -27,13 +35,36 @@ from typing import Any
 from PIL import Image, UnidentifiedImageError
 
 from edct_task.engine.stage_cache import image_id
-from edct_task.leaderboard.bundle import BundleError, _image_refs, bundle_digest, read_bundle, sha256_bytes
+from edct_task.leaderboard.archive import DEFAULT_LIMITS, Limits
+from edct_task.leaderboard.bundle import BundleError, _image_refs, bundle_digest, member_sha256, read_bundle
+from edct_task.leaderboard.identity import display_name, sanitise, target_identity
+from edct_task.leaderboard.rederive import Mismatch, protocol_of, rederive_record
 from edct_task.reporting.setup import dataset_manifest, setup_differences, setup_id, setup_identity
 from edct_task.scoring.metrics import METRIC_NAMES, summarise
 
 REQUIRED = ("results.json", "samples.jsonl", "dataset_manifest.json", "images.json")
 TOLERANCE = 1e-9
 SUPPORTED_VERSIONS = (1,)
+MAX_RESAMPLES = 1_000_000
+
+
+@dataclass(frozen=True)
+class BoardScoring:
+    """The board's statistics: every entry's intervals use these, whatever its bundle says."""
+
+    seed: int = 0
+    n_resamples: int = 10_000
+    method: str = "bootstrap-percentile (CCS), Wilson (AC/EF)"
+
+    def __post_init__(self) -> None:
+        if not 100 <= self.n_resamples <= MAX_RESAMPLES:
+            raise ValueError(f"resamples must be within 100..{MAX_RESAMPLES}, not {self.n_resamples}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"seed": self.seed, "n_resamples": self.n_resamples, "method": self.method}
+
+
+DEFAULT_SCORING = BoardScoring()
 
 
 def _decoded_id(data: bytes) -> str | None:
@@ -61,13 +92,23 @@ class Verified:
 
     bundle: Path
     model: str
+    """The verified target's model id (``@revision`` when pinned), sanitised."""
     setup: dict[str, Any]
     """Setup identity without the target: defines the track."""
     target: Any
     summary: dict[str, Any]
-    """Recomputed ``summarise`` output."""
+    """Recomputed ``summarise`` output, with the board's scoring parameters."""
     records: list[Any] = field(repr=False)
     digest: str = ""
+    identity: dict[str, Any] = field(default_factory=dict)
+    """backend, model_id, revision of the verified target."""
+    label: str = ""
+    """The submitter's free-text model name, sanitised (shown, never trusted)."""
+    dataset: dict[str, Any] = field(default_factory=dict)
+    """digest, n (samples) and domains of the scored documents."""
+    claimed: dict[str, Any] = field(default_factory=dict, repr=False)
+    """The bundle's claimed ``summarise`` output (its numbers, checked estimate by estimate)."""
+    kind: str = "edct"
 
     @property
     def track(self) -> str:
@@ -89,31 +130,62 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _compare_block(claimed: dict[str, Any], mine: dict[str, Any], where: str) -> None:
+def _in_unit(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value <= 1.0
+
+
+def _check_claim_range(c: Any, m: str, where: str) -> None:
+    """A claimed interval: estimate, low, high in [0, 1] (or all None), low ≤ estimate ≤ high."""
+    if not isinstance(c, dict):
+        raise Rejection("out_of_range", f"{where}: claimed {m} is not an interval")
+    parts = [c.get(p) for p in ("estimate", "low", "high")]
+    if all(p is None for p in parts):
+        return
+    for name, value in zip(("estimate", "low", "high"), parts, strict=True):
+        if not _in_unit(value):
+            raise Rejection(
+                "out_of_range", f"{where}: claimed {m} {name} {value!r} is not a number in [0, 1]"
+            )
+    est, low, high = parts
+    if not low - TOLERANCE <= est <= high + TOLERANCE:
+        raise Rejection("out_of_range", f"{where}: claimed {m} interval [{low}, {high}] does not hold {est}")
+
+
+def _compare_block(claimed: Any, mine: dict[str, Any], where: str) -> None:
+    if not isinstance(claimed, dict) or not isinstance(claimed.get("metrics"), dict):
+        raise Rejection("incomplete", f"{where}: no claimed metrics")
     for m in METRIC_NAMES:
-        c = (claimed.get("metrics") or {}).get(m)
+        c = claimed["metrics"].get(m)
         r = mine["metrics"][m]
         if c is None:
             raise Rejection("incomplete", f"{where}: metric {m} is not claimed")
-        for part in ("estimate", "low", "high", "n"):
+        _check_claim_range(c, m, where)
+        for part in ("estimate", "n"):
             if not _same(c.get(part), r[part]):
                 raise Rejection(
                     "metric_mismatch",
                     f"{where}: claimed {m} {part} {c.get(part)} but the sample records give {r[part]}",
                 )
+    counts = claimed.get("counts") if isinstance(claimed.get("counts"), dict) else {}
     for name, value in mine["counts"].items():
-        if not _same((claimed.get("counts") or {}).get(name), value):
+        if not _same(counts.get(name), value):
             raise Rejection(
                 "metric_mismatch",
-                f"{where}: claimed {name} count {(claimed.get('counts') or {}).get(name)} but the sample "
-                f"records give {value}",
+                f"{where}: claimed {name} count {counts.get(name)} but the sample records give {value}",
             )
 
 
 def _check_manifest(bundle: Any, records: list[Any], reference_digest: str | None) -> dict[str, Any]:
-    packed = bundle.json_member("dataset_manifest.json")
+    packed = bundle.json_object("dataset_manifest.json")
     mine = dataset_manifest(records)
-    by_id = {e["id"]: e for e in packed.get("samples", [])}
+    entries = packed.get("samples")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and "id" in e for e in entries):
+        raise Rejection("malformed", "dataset_manifest.json 'samples' is not a list of entries with an id")
+    if len({str(e["id"]) for e in entries}) != len(entries) or len(mine["samples"]) != len(
+        {e["id"] for e in mine["samples"]}
+    ):
+        raise Rejection("manifest_mismatch", "sample ids are not unique")
+    by_id = {e["id"]: e for e in entries}
     have = {e["id"]: e for e in mine["samples"]}
     missing = sorted(set(by_id) - set(have))
     extra = sorted(set(have) - set(by_id))
@@ -143,10 +215,19 @@ def _check_manifest(bundle: Any, records: list[Any], reference_digest: str | Non
     return mine
 
 
+def _obj(value: Any, what: str) -> dict[str, Any]:
+    """A mapping from a bundle's JSON, or a rejection naming the field (None reads as empty)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise Rejection("malformed", f"{what} is a {type(value).__name__}, not an object")
+    return value
+
+
 def _own_setup(bundle: Any, kind: str, results: dict[str, Any], digest: str) -> tuple[dict[str, Any], Any]:
     """(setup identity, target identity) recomputed from the run's own files."""
     if kind == "edct":
-        config = results.get("config") or {}
+        config = _obj(results.get("config"), "results.json config")
         source = {
             "roles": config.get("roles", {}),
             "protocol": config.get("protocol", {}),
@@ -155,38 +236,46 @@ def _own_setup(bundle: Any, kind: str, results: dict[str, Any], digest: str) -> 
         }
         target = (config.get("roles") or {}).get("target")
     else:
-        source = bundle.json_member("setup_source.json")
-        config = results.get("config") or {}
+        source = bundle.json_object("setup_source.json")
+        config = _obj(results.get("config"), "results.json config")
         target = {"model": config.get("model"), "model_args": config.get("model_args")}
     setup = setup_identity(
-        roles=source.get("roles", {}),
-        protocol=source.get("protocol", {}),
-        verification=source.get("verification", {}),
-        prompt_versions=source.get("prompt_versions", {}),
+        roles=_obj(source.get("roles"), "roles"),
+        protocol=_obj(source.get("protocol"), "protocol"),
+        verification=_obj(source.get("verification"), "verification"),
+        prompt_versions=_obj(source.get("prompt_versions"), "prompt_versions"),
         dataset_digest=digest,
     )
     return setup, target
 
 
-def check_bundle(path: Path, *, reference_manifest: str | None = None) -> Verified:
+def check_bundle(
+    path: Path,
+    *,
+    reference_manifest: str | None = None,
+    scoring: BoardScoring = DEFAULT_SCORING,
+    limits: Limits = DEFAULT_LIMITS,
+) -> Verified:
     """Verify one bundle; raise :class:`Rejection` with the first reason it fails."""
     try:
-        bundle = read_bundle(path)
+        bundle = read_bundle(path, limits)
     except BundleError as exc:
         raise Rejection("unreadable", str(exc)) from None
     meta = bundle.meta
     if meta.get("format_version") not in SUPPORTED_VERSIONS:
-        raise Rejection("unsupported", f"bundle format_version {meta.get('format_version')} is not supported")
+        raise Rejection(
+            "unsupported", f"bundle format_version {meta.get('format_version')!r} is not supported"
+        )
     for name in REQUIRED:
         if name not in bundle.members:
             raise Rejection("incomplete", f"member {name} is missing")
     files = meta.get("files")
-    if not isinstance(files, dict):
+    if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
         raise Rejection("incomplete", "bundle.json has no 'files' list of member hashes")
     for name, digest in files.items():
         if name not in bundle.members:
-            raise Rejection("incomplete", f"member {name} is listed in bundle.json but missing")
-        if sha256_bytes(bundle.members[name]) != digest:
+            raise Rejection("incomplete", f"member {name!a} is listed in bundle.json but missing")
+        if member_sha256(bundle.members, name) != digest:
             raise Rejection("tampered", f"member {name} does not match its SHA-256 in bundle.json")
     unlisted = sorted(set(bundle.members) - set(files))
     if unlisted:
@@ -203,26 +292,26 @@ def check_bundle(path: Path, *, reference_manifest: str | None = None) -> Verifi
     manifest = _check_manifest(bundle, records, reference_manifest)
 
     refs = _image_refs(records)
-    if bundle.json_member("images.json").get("images") != refs:
+    if bundle.json_object("images.json").get("images") != refs:
         raise Rejection(
             "manifest_mismatch", "images.json does not list exactly the images the records reference"
         )
     if meta.get("images_included"):
         for ref in refs:
-            data = bundle.members.get(f"images/{ref}.png")
-            if data is None:
+            name = f"images/{ref}.png"
+            if name not in bundle.members:
                 raise Rejection("incomplete", f"image {ref[:12]} is referenced but not packed")
-            if _decoded_id(data) != ref:
+            if _decoded_id(bundle.members[name]) != ref:
                 raise Rejection("tampered", f"image {ref[:12]} does not decode to its reference")
 
     kind = meta.get("kind")
     if kind not in ("edct", "lmms"):
         raise Rejection("incomplete", f"bundle kind {kind!r} is neither 'edct' nor 'lmms'")
-    results = bundle.json_member("results.json")
+    results = bundle.json_object("results.json")
     if kind == "lmms" and "setup_source.json" not in bundle.members:
         raise Rejection("incomplete", "member setup_source.json is missing (lmms-eval bundles need it)")
     own, target = _own_setup(bundle, kind, results, manifest["digest"])
-    claimed_setup = {k: v for k, v in (meta.get("setup") or {}).items() if k != "target"}
+    claimed_setup = {k: v for k, v in _obj(meta.get("setup"), "bundle.json setup").items() if k != "target"}
     diff = setup_differences(claimed_setup, own)
     if diff:
         raise Rejection(
@@ -230,43 +319,59 @@ def check_bundle(path: Path, *, reference_manifest: str | None = None) -> Verifi
             f"setup field {diff[0]} differs from the run's own configuration"
             + (f" (and {len(diff) - 1} more)" if len(diff) > 1 else ""),
         )
-    if (meta.get("setup") or {}).get("target") != target or (meta.get("model") or {}).get(
-        "identity"
-    ) != target:
+    model_meta = _obj(meta.get("model"), "bundle.json model")
+    if (
+        _obj(meta.get("setup"), "bundle.json setup").get("target") != target
+        or model_meta.get("identity") != target
+    ):
         raise Rejection("setup_mismatch", "target model identity differs from the run's own configuration")
 
     if kind == "edct":
         own_identities = {
-            r: i for r, i in ((results.get("config") or {}).get("backends") or {}).items() if r != "target"
+            r: i
+            for r, i in _obj(_obj(results.get("config"), "config").get("backends"), "config.backends").items()
+            if r != "target"
         }
         if meta.get("backend_identities") != own_identities:
             raise Rejection("setup_mismatch", "backend identities differ from the run's own results.json")
-    scoring = meta.get("scoring") or {}
+
     try:
-        summary = summarise(
-            records, seed=int(scoring.get("seed", 0)), n_resamples=int(scoring.get("n_resamples"))
-        )
-    except (TypeError, ValueError) as exc:
-        raise Rejection("incomplete", f"scoring parameters are unusable ({exc})") from None
-    claimed = meta.get("claimed") or {}
-    _compare_block(claimed.get("overall") or {}, summary["overall"], "overall")
-    for domain, block in summary["per_domain"].items():
-        _compare_block((claimed.get("per_domain") or {}).get(domain) or {}, block, f"domain {domain}")
-    if set(claimed.get("per_domain") or {}) != set(summary["per_domain"]):
+        cfg = protocol_of(own["protocol"])
+        for record in records:
+            rederive_record(record, cfg, own["verification"])
+    except Mismatch as exc:
+        raise Rejection(exc.code, exc.reason) from None
+
+    summary = summarise(records, seed=scoring.seed, n_resamples=scoring.n_resamples)
+    claimed = _obj(meta.get("claimed"), "bundle.json claimed")
+    _compare_block(claimed.get("overall"), summary["overall"], "overall")
+    claimed_domains = _obj(claimed.get("per_domain"), "claimed per_domain")
+    if set(claimed_domains) != set(summary["per_domain"]):
         raise Rejection("metric_mismatch", "claimed domains differ from the domains of the sample records")
+    for domain, block in summary["per_domain"].items():
+        _compare_block(claimed_domains.get(domain), block, f"domain {domain}")
     if kind == "edct":
-        own_results = results.get("results") or {}
-        _compare_block(own_results.get("overall") or {}, summary["overall"], "results.json overall")
+        own_results = _obj(results.get("results"), "results.json results")
+        _compare_block(own_results.get("overall"), summary["overall"], "results.json overall")
     else:
         _check_lmms_claims(meta, results, summary)
+    identity = target_identity(kind, target)
+    domains: dict[str, int] = {}
+    for r in records:
+        domains[r.sample.domain] = domains.get(r.sample.domain, 0) + 1
     return Verified(
         bundle=path,
-        model=str((meta.get("model") or {}).get("name", "unknown")),
+        model=display_name(identity),
         setup=own,
         target=target,
         summary=summary,
         records=records,
         digest=str(meta["digest"]),
+        identity=identity,
+        label=sanitise(model_meta.get("name", "")),
+        dataset={"digest": manifest["digest"], "n": manifest["n"], "domains": dict(sorted(domains.items()))},
+        claimed=claimed,
+        kind=kind,
     )
 
 
@@ -294,8 +399,22 @@ def _check_lmms_claims(meta: dict[str, Any], results: dict[str, Any], summary: d
                 )
 
 
-def verify_bundle(path: Path, *, reference_manifest: str | None = None) -> Verified | Rejected:
+def verify_bundle(
+    path: Path,
+    *,
+    reference_manifest: str | None = None,
+    scoring: BoardScoring = DEFAULT_SCORING,
+    limits: Limits = DEFAULT_LIMITS,
+) -> Verified | Rejected:
+    """Verify one bundle; whatever goes wrong inside it becomes its rejection, never the board's."""
     try:
-        return check_bundle(path, reference_manifest=reference_manifest)
+        return check_bundle(path, reference_manifest=reference_manifest, scoring=scoring, limits=limits)
     except Rejection as exc:
         return Rejected(path, exc.code, exc.reason)
+    except (RecursionError, MemoryError) as exc:
+        return Rejected(path, "malformed", f"the bundle could not be checked ({type(exc).__name__})")
+    except Exception as exc:  # a hostile bundle must cost its own entry, never the board
+        first = str(exc).splitlines()[0][:200] if str(exc) else ""
+        return Rejected(
+            path, "malformed", f"the bundle's content is malformed ({type(exc).__name__}: {first})"
+        )

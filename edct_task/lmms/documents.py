@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from edct_task.bench_data.format import BenchDataError
-from edct_task.engine.records import SampleInput
-from edct_task.roles import ConfigError
+from edct_task.core.errors import ConfigError
+from edct_task.core.records import SampleInput
 
 ENV_DATA = "EDCT_BENCH_DATA"
 """Local path (``datasets.save_to_disk``) or hub id of the EDCT-Bench dataset (issue 6 format)."""
@@ -62,7 +62,7 @@ def fails_task_load(fn: Callable[P, T]) -> Callable[P, T]:
 
 def _engine_ready() -> Any:
     """Build the hooks' roles and stage cache now, so a bad ``$EDCT_CONFIG`` fails at task load."""
-    from edct_task.lmms.hooks import settings
+    from edct_task.lmms.settings import settings
 
     return settings()
 
@@ -115,12 +115,22 @@ def calibration_docs(dataset: Any) -> Any:
 
 
 def _bench_docs(dataset: Any, domain: str) -> Any:
-    """Documents of one EDCT-Bench domain: the loaded dataset, or ``$EDCT_BENCH_DATA``."""
-    _engine_ready()
+    """Documents of one EDCT-Bench domain: the loaded dataset, or ``$EDCT_BENCH_DATA``.
+
+    The data is found first, then the roles are checked (calibration-only backends refuse real
+    photos) before anything is built."""
+    from edct_task.lmms.settings import hook_config
+    from edct_task.roles import refuse_calibration_roles
+
     if STUB_COLUMN not in dataset.column_names:
         loaded = dataset  # the user's YAML named the dataset itself (dataset_path / dataset_kwargs)
     else:
         loaded = load_bench_dataset(os.environ.get(ENV_DATA))
+    specs = hook_config().role_specs()
+    refuse_calibration_roles(
+        {r: s for r, s in specs.items() if r != "target"}, f"the EDCT-Bench task ({domain})"
+    )
+    _engine_ready()
     if "domain" not in loaded.column_names:
         raise ValueError(f"EDCT-Bench dataset has no 'domain' column (columns: {loaded.column_names})")
     selected = loaded.filter(lambda d: d == domain, input_columns="domain")

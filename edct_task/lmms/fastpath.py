@@ -17,18 +17,35 @@ import copy
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from edct_task.config import RunConfig
+from edct_task.core.records import SampleRecord
 from edct_task.lmms import documents, turns
-from edct_task.lmms import hooks as lmms_hooks
+from edct_task.lmms import results as lmms_results
+from edct_task.lmms.settings import Settings, build_settings
 from edct_task.lmms.turns import render_turn
+from edct_task.roles import refuse_calibration_roles
+from edct_task.scoring.health import judge_health
 from model_adapters.contracts import ChatMessage, Completion, GenerationParams
 
 FASTPATH_TASK = "edct_fastpath"
 """The ``task_dict`` entry our Instances point at inside the lmms-eval model."""
 FASTPATH_SPLIT = "test"
+HOOKS_MODULE = "edct_task.lmms.hooks"
+"""Where an EDCT task's ``!function`` hooks live (named, not imported: nothing imports the hooks)."""
+CALIBRATION_TASK = "edct_calibration"
+"""The one task whose documents are calibration scenes (the calibration roles work on it alone)."""
+
+
+@dataclass
+class FastPathOutcome:
+    results: dict[str, Any]
+    """lmms-eval's results dict, as written by its ``EvaluationTracker``."""
+    records: list[SampleRecord]
+    """The sample records, in document order."""
 
 
 class _DocIds(dict):
@@ -94,6 +111,7 @@ class LmmsTarget:
 
         doc_id = self._next_id
         self._next_id += 1
+        conversation = with_system_in_first_turn(conversation)
         images = [img for m in conversation for img in m.images]
         gen_kwargs = self._gen_kwargs(params)
         if self.is_chat:
@@ -154,6 +172,21 @@ class LmmsTarget:
         return replies
 
 
+def with_system_in_first_turn(conversation: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """A dataset's system prompt at the head of the first user turn, as in lmms-eval's agentic loop.
+
+    lmms-eval's chat models insert their own default system message in front of whatever they are
+    given; a dataset's system prompt sent as a message would be a second system message on the
+    fast path and absent from the loop. Both paths therefore carry it the same way: as the first
+    paragraph of the first user turn (``turns.render_turn``'s convention), never as a message.
+    """
+    msgs = list(conversation)
+    if not msgs or msgs[0].role != "system":
+        return msgs
+    system, first, rest = msgs[0], msgs[1], msgs[2:]
+    return [ChatMessage(first.role, f"{system.text}\n\n{first.text}", first.images), *rest]
+
+
 def _secretish(arg: str) -> bool:
     key = arg.split("=", 1)[0].lower()
     return any(s in key for s in ("key", "token", "secret", "password"))
@@ -171,21 +204,29 @@ def run_fastpath(
     batch_size: int | str | None = None,
     device: str | None = None,
     lm: Any = None,
-) -> dict[str, Any]:
-    """Run the EDCT tasks ``tasks`` on lmms-eval model ``model``; returns lmms-eval's results dict."""
-    settings = lmms_hooks.build_settings(config)
-    lmms_hooks.install_settings(settings)
+) -> FastPathOutcome:
+    """Run the EDCT tasks ``tasks`` on lmms-eval model ``model``: lmms-eval's results dict and the
+    records behind it."""
+    real = sorted({t.strip() for t in tasks.split(",") if t.strip()} - {CALIBRATION_TASK})
+    if real:
+        refuse_calibration_roles(
+            {r: s for r, s in config.role_specs().items() if r != "target"}, f"task {', '.join(real)}"
+        )
+    if lm is None:
+        lm = build_model(model, model_args, batch_size=batch_size, device=device)
+    target = LmmsTarget(lm, model, model_args)
+    settings = build_settings(config, target=target)
     try:
         return _evaluate(
-            settings, model, model_args, tasks, output_path, log_samples, limit, batch_size, device, lm
+            settings, target, model, model_args, tasks, output_path, log_samples, limit, batch_size, device
         )
     finally:
-        lmms_hooks.install_settings(None)
         settings.close()
 
 
 def _evaluate(
-    settings: lmms_hooks.Settings,
+    settings: Settings,
+    target: LmmsTarget,
     model: str,
     model_args: str,
     tasks: str,
@@ -194,8 +235,7 @@ def _evaluate(
     limit: int | None,
     batch_size: int | str | None,
     device: str | None,
-    lm: Any,
-) -> dict[str, Any]:
+) -> FastPathOutcome:
     from lmms_eval.evaluator_utils import (
         consolidate_group_results,
         consolidate_results,
@@ -207,15 +247,12 @@ def _evaluate(
     from lmms_eval.tasks import TaskManager, get_task_dict
     from lmms_eval.utils import get_datetime_str, handle_non_serializable, hash_string
 
-    from edct_task.engine.lockstep import build_dispatcher, run_samples
-    from edct_task.engine.runner import _versions
+    from edct_task.engine.lockstep import run_samples
     from edct_task.lmms.plugin import task_dir
+    from edct_task.run.runner import _versions
 
     started = time.perf_counter()
     tracker = EvaluationTracker(output_path=str(output_path))
-    if lm is None:
-        lm = build_model(model, model_args, batch_size=batch_size, device=device)
-    target = LmmsTarget(lm, model, model_args)
 
     manager = TaskManager("WARNING", include_path=task_dir(), model_name=model)
     names = manager.match_tasks([t.strip() for t in tasks.split(",") if t.strip()])
@@ -237,7 +274,7 @@ def _evaluate(
             continue
         if (
             task.config.output_type != "generate_until_agentic"
-            or task.config.process_results is not lmms_hooks.process_results
+            or getattr(task.config.process_results, "__module__", None) != HOOKS_MODULE
         ):
             raise ValueError(f"task {task_output.task_name} is not an EDCT task")
         docs = list(task.test_docs() if task.has_test_docs() else task.validation_docs())
@@ -246,26 +283,18 @@ def _evaluate(
         for _, doc in chosen:
             samples.append(documents.sample_of(doc, settings.images.put(documents.doc_image(doc))))
 
-    settings.roles.target = target
-    limits = settings.config.limits
-    with build_dispatcher(
-        settings.roles,
-        settings.images,
-        settings.cache,
-        protocol=settings.protocol,
-        gate=settings.config.verification,
-        limits=limits,
-        progress=settings.config.progress,
-    ) as dispatcher:
-        records = run_samples(samples, settings.protocol, dispatcher, limits)
+    limits, dispatcher = settings.config.limits, settings.dispatcher
+    records = run_samples(samples, settings.protocol, dispatcher, limits)
     by_id = {r.sample.id: r for r in records}
+    setup = settings.describe()
 
     # score through the task's own hooks, as lmms-eval's evaluator would
     for task_output, chosen in plan:
         task = task_output.task
         for doc_id, doc in chosen:
-            response = lmms_hooks.final_response(by_id[str(doc["id"])])
-            metrics = task.process_results(doc, [response])
+            record = by_id[str(doc["id"])]
+            response = lmms_results.final_response(record)  # what lmms-eval's loop logs as the response
+            metrics = lmms_results.record_results(record, settings.images, setup)
             for metric, value in metrics.items():
                 task_output.sample_metrics[(metric, "none")].append(value)
             if log_samples:
@@ -324,11 +353,12 @@ def _evaluate(
             "driver": f"edct run ({limits.schedule} schedule)",
         },
         "edct": {
-            **settings.describe(),
+            **setup,
             "limits": limits.model_dump(mode="json"),
             "target": target.identity(),
             "target_generate_calls": target.calls,
             "calls": dispatcher.stats.as_dict(),
+            "judge_health": judge_health(records),
             "versions": _versions(),
             "wall_seconds": round(time.perf_counter() - started, 3),
         },
@@ -347,7 +377,7 @@ def _evaluate(
     if log_samples:
         for task_name in results_dict["configs"]:
             tracker.save_results_samples(task_name=task_name, samples=logged[task_name])
-    return results_dict
+    return FastPathOutcome(results_dict, records)
 
 
 def results_files(output_path: Path) -> list[Path]:

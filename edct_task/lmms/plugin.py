@@ -108,7 +108,18 @@ def messages_to_chat(
             images = [c.get("url") for c in content or [] if c.get("type") == "image"]
         out.append(ChatMessage(m["role"], "\n".join(texts), tuple(i.convert("RGB") for i in images)))
     users = [m for m in out if m.role == "user"]
-    if len(users) == 1 and not any(m.role == "assistant" for m in out):
+    if users and any(m.role == "assistant" for m in out):  # real history: split a leading system prompt
+        first = out.index(users[0])
+        for sp in system_prompts:
+            if sp and users[0].text.startswith(sp + "\n\n"):
+                text = users[0].text[len(sp) + 2 :]
+                out[first : first + 1] = [
+                    ChatMessage("system", sp),
+                    ChatMessage("user", text, users[0].images),
+                ]
+                break
+        return out
+    if len(users) == 1:
         user = users[0]
         turns = parse_turn(user.text, system_prompts)
         expanded: list[ChatMessage] = [m for m in out if m.role == "system"]

@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from edct_task.engine.protocol import opening
-from edct_task.engine.records import SampleInput
-from edct_task.engine.requests import AskTarget, Message
+from edct_task.core.requests import AskTarget, Message
+from edct_task.engine.drive import SampleRun
+from edct_task.engine.protocol import ProtocolConfig
+from edct_task.lmms.documents import sample_of
 
 _HISTORY_HEAD = "Earlier in this conversation you were shown the image and asked:"
 _HISTORY_ANSWER = "You answered:"
@@ -85,14 +86,16 @@ def parse_turn(text: str, system_prompts: Iterable[str] = ()) -> list[tuple[str,
 
 
 def first_turn_text(doc: dict[str, Any]) -> str:
-    sample = SampleInput(
-        id=str(doc["id"]),
-        domain=str(doc["domain"]),
-        question=str(doc["question"]),
-        image="",
-        system_prompt=doc.get("system_prompt") or None,
-    )
-    return render_turn(opening(sample, ""))
+    """The first round's text: the protocol's own first target request for the document (lmms-eval
+    asks for it before there is a round to carry state in; the session that round 1 builds runs
+    the same protocol from the start, so its first request is this one)."""
+    run = SampleRun(sample_of(doc, ""), ProtocolConfig())
+    try:
+        requests = run.start() or ()
+    finally:
+        run.close()
+    first = next(r for r in requests if isinstance(r, AskTarget))
+    return turn_text(first, first=True)
 
 
 def target_images(request: AskTarget) -> list[str]:

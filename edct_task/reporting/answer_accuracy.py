@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from edct_task.calibration.world import parse_answer
-from edct_task.engine.records import SampleRecord
+from edct_task.core.records import SampleRecord
 from edct_task.reporting.benchmarks import BenchmarkScore
 
 TASK = "calibration_answer_accuracy"

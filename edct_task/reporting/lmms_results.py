@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edct_task.core.errors import UserError
+
 RESULTS_SUFFIX = "_results.json"
 SAMPLES_MARK = "_samples_"
 
@@ -53,7 +55,7 @@ _MODEL_NAME_PREFIXES = (
 )
 
 
-class ResultsFileError(ValueError):
+class ResultsFileError(UserError, ValueError):
     """A file that is not an lmms-eval results file (named in the message)."""
 
 

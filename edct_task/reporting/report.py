@@ -21,8 +21,9 @@ from edct_task.audit.links import ValidationOutputs, markdown_lines, validation_
 from edct_task.reporting import paper_tables
 from edct_task.reporting.figures import Panel, Point, figure5, rank_correlation
 from edct_task.reporting.setup import setup_label
-from edct_task.reporting.sources import Collection, collect
+from edct_task.reporting.sources import BundleReader, Collection, collect
 from edct_task.reporting.tables import Table, to_csv, to_latex, to_markdown
+from edct_task.scoring.health import REASONS, WARN_RATE, judge_health
 
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
@@ -93,6 +94,7 @@ def _model_json(model: Any) -> dict[str, Any]:
                 "counts": r.summary["overall"].get("counts", {}),
                 "metric_source": r.metric_source,
                 "flags": r.flags,
+                "judge_health": judge_health(r.records),
             }
             for r in model.edct
         ],
@@ -122,10 +124,14 @@ def write_table(table: Table, out: Path) -> list[str]:
 
 
 def build_report(
-    paths: Sequence[Path], out: Path, labels: Mapping[Path, str] | None = None
+    paths: Sequence[Path],
+    out: Path,
+    labels: Mapping[Path, str] | None = None,
+    *,
+    read_bundle: BundleReader | None = None,
 ) -> dict[str, Any]:
     """Read ``paths``, write every table, Fig. 5 and report.json into ``out``; return report.json."""
-    collection = collect(paths, labels)
+    collection = collect(paths, labels, read_bundle=read_bundle)
     return write_report(collection, out)
 
 
@@ -135,6 +141,46 @@ def _validation(collection: Collection) -> list[ValidationOutputs]:
     folders = {p if p.is_dir() else p.parent for p in runs}
     found = [validation_outputs(f) for f in sorted(folders)]
     return [v for v in found if v.any]
+
+
+def judge_health_table(collection: Collection) -> Table:
+    """Each run's judge health, recomputed from its records (never taken from a claimed number);
+    rates above ``scoring.health.WARN_RATE`` are marked."""
+    columns = ["Model", "Run", "Judge", "Kind", "Judgements", "Unscored", "By reason"]
+    table = Table(
+        "judge_health",
+        "Judge health: unscored judgements by reason (truncated, refused, malformed, transport)",
+        columns,
+        csv_columns=["model", "run", "judge", "kind", "n", "unscored", "rate", *REASONS],
+    )
+    for model in collection.models.values():
+        for run in model.edct:
+            for judge, kinds in judge_health(run.records).items():
+                for kind, c in kinds.items():
+                    reasons = ", ".join(f"{r} {n}" for r, n in c["by_reason"].items()) or "–"
+                    warn = " (!)" if c["rate"] > WARN_RATE else ""
+                    table.add(
+                        [
+                            model.name,
+                            run.source,
+                            judge,
+                            kind,
+                            str(c["n"]),
+                            f"{c['unscored']} ({c['rate']:.1%}){warn}",
+                            reasons,
+                        ],
+                        [
+                            model.name,
+                            run.source,
+                            judge,
+                            kind,
+                            c["n"],
+                            c["unscored"],
+                            c["rate"],
+                            *(c["by_reason"].get(r, 0) for r in REASONS),
+                        ],
+                    )
+    return table
 
 
 def write_report(collection: Collection, out: Path) -> dict[str, Any]:
@@ -190,6 +236,9 @@ def write_report(collection: Collection, out: Path) -> dict[str, Any]:
     if figures:
         md.append(f"![Fig. 5: CCS vs other benchmarks]({FIGURE_STEM}.png)")
         md.append("")
+    health = judge_health_table(collection)
+    if health.rows:
+        md.append(to_markdown(health))
     if validation:
         md += ["### Audit reports and human validation", ""]
         for v in validation:

@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from edct_task.engine.records import SampleRecord
+from edct_task.core.records import SampleRecord
 
 EXCLUDED_PROTOCOL_FIELDS = ("seed",)
 """Protocol fields that do not define a setup (repeated runs differ in them)."""

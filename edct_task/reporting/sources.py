@@ -8,12 +8,13 @@ records them (model name + model args) unless ``--label PATH=NAME`` names every 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edct_task.engine.records import SampleInput, SampleRecord
+from edct_task.core.errors import UserError
+from edct_task.core.records import SampleInput, SampleRecord
 from edct_task.reporting.benchmarks import BenchmarkScore, benchmark_score, is_edct_task
 from edct_task.reporting.lmms_results import (
     ResultsFile,
@@ -34,7 +35,7 @@ DEFAULT_RESAMPLES = 10_000
 TOLERANCE = 1e-9
 
 
-class ReportInputError(ValueError):
+class ReportInputError(UserError, ValueError):
     """An input path that cannot be read (the message names it and says what was expected)."""
 
 
@@ -137,8 +138,8 @@ def edct_run_from_results(
 
 
 def read_edct_run(folder: Path) -> EdctRun:
-    """An ``edct run`` output folder, read through ``edct_task.run_outputs.load_run``."""
-    from edct_task.run_outputs import RunReadError, load_run
+    """An ``edct run`` output folder, read through ``edct_task.run.outputs.load_run``."""
+    from edct_task.run.outputs import RunReadError, load_run
 
     try:
         loaded = load_run(folder)
@@ -297,8 +298,18 @@ def _is_bundle(path: Path) -> bool:
     return path.is_file() and path.name.endswith(".zip")
 
 
-def collect(paths: Sequence[Path], labels: Mapping[Path, str] | None = None) -> Collection:
-    """Read every input; models keyed by identity (or label)."""
+BundleReader = Callable[[Path], EdctRun]
+"""Reads one leaderboard bundle as a run (``edct_task.leaderboard.bundle``, given by the caller:
+the report sits below the leaderboard)."""
+
+
+def collect(
+    paths: Sequence[Path],
+    labels: Mapping[Path, str] | None = None,
+    *,
+    read_bundle: BundleReader | None = None,
+) -> Collection:
+    """Read every input; models keyed by identity (or label). Bundles need ``read_bundle``."""
     labels = dict(labels or {})
     out = Collection()
     for path in paths:
@@ -308,11 +319,7 @@ def collect(paths: Sequence[Path], labels: Mapping[Path, str] | None = None) -> 
             )
         found = 0
         if _is_bundle(path):
-            from edct_task.leaderboard.bundle import read_bundle
-
-            bundle = read_bundle(path)
-            run = bundle.edct_run()
-            _add_run(out, run, _label_for(path, labels))
+            _add_run(out, _bundle_run(path, read_bundle), _label_for(path, labels))
             out.inputs.append({"path": str(path), "kind": "bundle"})
             continue
         if path.is_dir():
@@ -349,9 +356,7 @@ def collect(paths: Sequence[Path], labels: Mapping[Path, str] | None = None) -> 
             out.inputs.append({"path": str(file), "kind": "lmms-eval"})
             found += 1
         for bundle_file in sorted(path.rglob(f"*{BUNDLE_SUFFIX}")) if path.is_dir() else []:
-            from edct_task.leaderboard.bundle import read_bundle
-
-            _add_run(out, read_bundle(bundle_file).edct_run(), _label_for(bundle_file, labels))
+            _add_run(out, _bundle_run(bundle_file, read_bundle), _label_for(bundle_file, labels))
             out.inputs.append({"path": str(bundle_file), "kind": "bundle"})
             found += 1
         if not found:
@@ -360,6 +365,12 @@ def collect(paths: Sequence[Path], labels: Mapping[Path, str] | None = None) -> 
             )
     _flag(out)
     return out
+
+
+def _bundle_run(path: Path, read_bundle: BundleReader | None) -> EdctRun:
+    if read_bundle is None:
+        raise ReportInputError(f"{path} is a bundle; this caller reads runs and lmms-eval output only")
+    return read_bundle(path)
 
 
 def _add_run(out: Collection, run: EdctRun, label: str | None) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from edct_task.engine.records import SampleRecord
+from edct_task.core.records import SampleRecord
 from edct_task.scoring.statistics import Interval, bootstrap_ci, wilson_interval
 
 CCS_BINARY = "ccs_binary"

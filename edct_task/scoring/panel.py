@@ -18,7 +18,6 @@ judge–judge agreement in the results.
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -165,11 +164,6 @@ def agreement(
         "mean_percent": mean_score([p["percent"] for p in pairs]),
         "mean_kappa": mean_score([p["kappa"] for p in pairs]),
     }
-
-
-def vote_counts(votes: Sequence[Any]) -> dict[str, int]:
-    """How often each value was voted (for reports)."""
-    return {str(k): v for k, v in sorted(Counter(x for x in votes if x is not None).items())}
 
 
 def _pairs(a: Sequence[Any], b: Sequence[Any]) -> list[tuple[Any, Any]]:

@@ -9,7 +9,7 @@ import pytest
 from support.audit_runs import calibration_run
 from support.browser import browser_fixture
 
-from edct_task.run_outputs import LoadedRun, load_run
+from edct_task.run.outputs import LoadedRun, load_run
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ from edct_task.annotation.agreement import agreement_report, to_csv, to_json, to
 from edct_task.annotation.interventions import EdctVerdict, edct_verdicts, judgeable_interventions
 from edct_task.annotation.labels import Label, LabelChoice, LabelLog
 from edct_task.cli.main import main
-from edct_task.run_outputs import LoadedRun
+from edct_task.run.outputs import LoadedRun
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
 

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from edct_task.annotation.app import AnnotationSession, create_app
 from edct_task.annotation.interventions import draw, judgeable_interventions
 from edct_task.annotation.labels import LabelLog
-from edct_task.run_outputs import LoadedRun
+from edct_task.run.outputs import LoadedRun
 
 
 def _session(loaded: LoadedRun, path: Path, *, n: int = 8, seed: int = 0, annotator: str = "alice"):

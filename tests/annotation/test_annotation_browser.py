@@ -14,7 +14,7 @@ from edct_task.annotation.app import AnnotationSession, create_app
 from edct_task.annotation.interventions import draw, judgeable_interventions
 from edct_task.annotation.labels import LabelLog
 from edct_task.annotation.server import serving
-from edct_task.run_outputs import LoadedRun, load_run
+from edct_task.run.outputs import LoadedRun, load_run
 
 
 def _session(loaded: LoadedRun, labels: Path, items=None, n: int = 8) -> AnnotationSession:

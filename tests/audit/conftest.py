@@ -11,7 +11,7 @@ from support.audit_runs import calibration_run, make_hostile
 from support.browser import browser_fixture
 
 from edct_task.audit.report import write_audit
-from edct_task.run_outputs import LoadedRun, load_run
+from edct_task.run.outputs import LoadedRun, load_run
 
 
 @pytest.fixture(scope="session")

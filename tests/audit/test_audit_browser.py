@@ -13,8 +13,8 @@ from support.browser import watched_page
 
 from edct_task.audit.report import write_audit
 from edct_task.config import calibration_config, config_from_dict
-from edct_task.engine.runner import run
-from edct_task.run_outputs import LoadedRun, load_run
+from edct_task.run.outputs import LoadedRun, load_run
+from edct_task.run.runner import run
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from edct_task.annotation.interventions import judgeable_interventions
 from edct_task.annotation.labels import LabelChoice, LabelLog
 from edct_task.audit.links import markdown_lines, validation_outputs
 from edct_task.cli.main import main
-from edct_task.run_outputs import load_run
+from edct_task.run.outputs import load_run
 
 
 def test_outputs_written_at_their_defaults_are_found_and_linked(run_dir: Path, tmp_path: Path, capsys):

@@ -10,7 +10,7 @@ import pytest
 from support.lmms_helpers import edct_cmd, offline_env, run_cli
 
 from edct_task.audit.report import write_audit
-from edct_task.run_outputs import load_run
+from edct_task.run.outputs import load_run
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ from edct_task.audit.embed import json_for_script, script_json_element
 from edct_task.audit.images import THUMB_SIDE
 from edct_task.audit.report import write_audit
 from edct_task.cli.main import main
-from edct_task.run_outputs import LoadedRun, load_run
+from edct_task.run.outputs import LoadedRun, load_run
 
 _FORBIDDEN = ("<", ">", "&", "\u2028", "\u2029")
 

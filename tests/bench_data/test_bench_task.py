@@ -11,12 +11,14 @@ import json
 
 import pytest
 from support.lmms_helpers import lmms_eval_cmd, offline_env, read_results, read_samples, run_cli
+from support.loopback import CalibrationWorld, Loopback, served_roles_config
 from support.sources_fixture import photo_image, write_sources
 
 from edct_task.bench_data import ENV_DATA, BuildRequest, build_bench
-from edct_task.config import calibration_config
 from edct_task.lmms import documents
 from edct_task.lmms import hooks as lmms_hooks
+from edct_task.lmms import results as lmms_results
+from edct_task.lmms import settings as lmms_settings
 
 COUNTS = {"okvqa": 1, "drivelm": 1, "3dsr": 1}
 HOOKS = {"okvqa": documents.okvqa_docs, "drivelm": documents.drivelm_docs, "3dsr": documents.threedsr_docs}
@@ -30,14 +32,35 @@ def photo_bench(tmp_path_factory):
     return root / "bench"
 
 
+KEY_ENV, KEY = "EDCT_LOOPBACK_KEY", "sk-loopback-bench-task-2b9e4f"
+
+
 @pytest.fixture()
 def hook_settings(tmp_path, monkeypatch, photo_bench):
+    """Real data needs real roles: text roles and editor served by a loopback server (the
+    calibration-only backends refuse photographs at task load)."""
+    with Loopback(CalibrationWorld("faithful"), api_key=KEY) as server:
+        monkeypatch.setenv(KEY_ENV, KEY)
+        monkeypatch.setenv(
+            "EDCT_CONFIG", str(served_roles_config(tmp_path / "roles.yaml", server.url, KEY_ENV))
+        )
+        monkeypatch.setenv(ENV_DATA, str(photo_bench))
+        monkeypatch.setenv(lmms_settings.ENV_WORK_DIR, str(tmp_path / "work"))
+        yield lmms_settings.settings()
+        lmms_settings.release()
+
+
+def test_calibration_roles_refuse_the_photographs_at_task_load(tmp_path, monkeypatch, photo_bench):
+    import datasets
+
     monkeypatch.delenv("EDCT_CONFIG", raising=False)
     monkeypatch.setenv(ENV_DATA, str(photo_bench))
-    s = lmms_hooks.build_settings(calibration_config(), work_dir=tmp_path / "work")
-    lmms_hooks.install_settings(s)
-    yield s
-    lmms_hooks.install_settings(None)
+    monkeypatch.setenv(lmms_settings.ENV_WORK_DIR, str(tmp_path / "work"))
+    stub = datasets.Dataset.from_list([{documents.STUB_COLUMN: "x"}])
+    with pytest.raises(documents.TaskLoadError, match="calibration-only backends") as err:
+        documents.okvqa_docs(stub)
+    assert err.value.code == 2 and "EDCT_CONFIG" in str(err.value)
+    assert not (tmp_path / "work").exists()  # refused before the engine (cache, roles) was built
 
 
 def test_compat_driver_completes_on_photographs(hook_settings):
@@ -61,7 +84,7 @@ def test_compat_driver_completes_on_photographs(hook_settings):
         audit = result["edct"]
         assert audit["domain"] == domain and audit["baseline"]["answer"] == "A dog."
         assert audit["status"] == "excluded" and result["n_excluded"] == 1
-        assert "not a calibration image" in audit["reason"]  # the editor's own failure, recorded
+        assert "not a calibration image" in audit["reason"]  # the served editor's failure, recorded
         assert "ccs_binary" not in result  # excluded: left out of the metric, not scored 0
         assert json.loads(doc["metadata"])["image_sha256"]
 
@@ -73,7 +96,11 @@ def test_lmms_eval_edct_bench_with_tiny_qwen3_vl(tmp_path, photo_bench, tiny_qwe
     from task_configs import TASK_DIR
 
     out = tmp_path / "lmms"
-    env = offline_env(tmp_path / "work", **{ENV_DATA: str(photo_bench)})
+    server = Loopback(CalibrationWorld("faithful"), api_key=KEY).__enter__()
+    roles = served_roles_config(tmp_path / "roles.yaml", server.url, KEY_ENV)
+    env = offline_env(
+        tmp_path / "work", **{ENV_DATA: str(photo_bench), "EDCT_CONFIG": str(roles), KEY_ENV: KEY}
+    )
     user_tasks = tmp_path / "user_tasks"
     user_tasks.mkdir()
     (user_tasks / "my_okvqa.yaml").write_text(
@@ -88,11 +115,14 @@ def test_lmms_eval_edct_bench_with_tiny_qwen3_vl(tmp_path, photo_bench, tiny_qwe
     ]
     args += ["--include_path", str(user_tasks), "--tasks", "edct_bench,my_edct_okvqa", "--limit", "1"]
     args += ["--gen_kwargs", "max_new_tokens=12", "--output_path", str(out), "--log_samples"]
-    run_cli(lmms_eval_cmd(*args), env, timeout=400)
+    try:
+        run_cli(lmms_eval_cmd(*args), env, timeout=400)
+    finally:
+        server.__exit__(None, None, None)
     results = read_results(out)
     tasks = {f"edct_bench_{d}": d for d in COUNTS} | {"my_edct_okvqa": "okvqa"}
     for task, domain in tasks.items():
-        counts = {c: results["results"][task][f"{c},none"] for c in lmms_hooks.COUNT_NAMES}
+        counts = {c: results["results"][task][f"{c},none"] for c in lmms_results.COUNT_NAMES}
         assert sum(counts.values()) == 1, (task, counts)
         (sample,) = read_samples(out, task)
         audit = sample["edct"]

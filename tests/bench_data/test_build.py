@@ -297,8 +297,8 @@ def test_cli_build_bench(sources, tmp_path, capsys):
 
 def test_edct_run_data_source_dataset(sources, tmp_path):
     from edct_task.config import config_from_dict
-    from edct_task.engine.runner import load_samples
     from edct_task.engine.stage_cache import ImageStore
+    from edct_task.run.runner import load_samples
 
     build_bench(request(sources, tmp_path / "bench"))
     config = config_from_dict(

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from edct_task.config import calibration_config, config_from_dict
-from edct_task.engine.records import SampleRecord
-from edct_task.engine.runner import RunOutcome, run
-from edct_task.run_outputs import sample_folder
+from edct_task.core.records import SampleRecord
+from edct_task.run.outputs import sample_folder
+from edct_task.run.runner import RunOutcome, run
 
 pytestmark = pytest.mark.slow
 

@@ -21,7 +21,7 @@ from edct_task.calibration import (
     SceneEditor,
     generate_samples,
 )
-from edct_task.engine.records import EditInstruction
+from edct_task.core.records import EditInstruction
 from edct_task.prompts import render
 from model_adapters.contracts import ChatMessage, Completion, GenerationParams
 

@@ -13,7 +13,7 @@ import yaml
 
 from edct_task.cli.main import main
 from edct_task.config import calibration_config
-from edct_task.engine import runner
+from edct_task.run import runner
 
 
 def test_run_from_a_yaml_file_with_overrides(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

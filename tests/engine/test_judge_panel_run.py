@@ -11,7 +11,7 @@ import pytest
 from edct_task import roles as roles_mod
 from edct_task.calibration import RuleBasedLLM
 from edct_task.config import calibration_config, config_from_dict
-from edct_task.engine.runner import run
+from edct_task.run.runner import run
 from model_adapters.contracts import Completion
 
 

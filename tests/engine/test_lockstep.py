@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from edct_task.config import calibration_config
+from edct_task.core.requests import AskLLM, Failure
 from edct_task.engine.dispatch import Dispatcher
 from edct_task.engine.lockstep import Limits, build_dispatcher
 from edct_task.engine.protocol import ProtocolConfig
-from edct_task.engine.requests import AskLLM, Failure
 from edct_task.engine.stage_cache import ImageStore, StageCache
 from edct_task.roles import build_roles
 from model_adapters.contracts import Completion

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import edct_task.parsing as parsing
-from edct_task.engine.records import EditInstruction
+from edct_task.core.records import EditInstruction
 from edct_task.parsing import (
     BinaryJudgement,
     GradedJudgement,

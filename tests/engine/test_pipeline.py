@@ -14,7 +14,7 @@ import pytest
 from edct_task import roles as roles_mod
 from edct_task.calibration import ReferenceVLM
 from edct_task.config import calibration_config, config_from_dict
-from edct_task.engine.runner import run
+from edct_task.run.runner import run
 
 
 def _config(tmp: Path, name: str, behavior: str, schedule: str, n: int = 24, **extra: Any) -> Any:

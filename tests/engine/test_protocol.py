@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
+from edct_task.core.records import SampleInput, SampleRecord
+from edct_task.core.requests import AskLLM, AskTarget, EditedImage, EditImage, Failure, Request, VerifyEdit
 from edct_task.engine.protocol import ProtocolConfig, render_edits, sample_protocol, why_prompt
-from edct_task.engine.records import SampleInput, SampleRecord
-from edct_task.engine.requests import AskLLM, AskTarget, EditedImage, EditImage, Failure, Request, VerifyEdit
 from model_adapters.contracts import Completion
 from verification.check import EditCheck, GateParams
 

@@ -17,9 +17,9 @@ from edct_task.calibration import ReferenceVLM, generate_samples
 from edct_task.cli.main import main
 from edct_task.config import calibration_config, config_from_dict
 from edct_task.engine import stage_cache
-from edct_task.engine.runner import run
-from edct_task.engine.workspace import claim
 from edct_task.roles import RoleSpec
+from edct_task.run.runner import run
+from edct_task.run.workspace import claim
 from model_adapters.contracts import Completion
 from model_adapters.errors import RateLimited
 
@@ -165,7 +165,7 @@ def test_a_run_where_every_judge_call_failed_exits_3_with_a_summary(
 @pytest.mark.parametrize("limit, expected", [(0.5, 3), (0.7, 0)])
 def test_fail_on_unscored_compares_the_fraction(limit: float, expected: int) -> None:
     from edct_task.cli.run import finish
-    from edct_task.engine.records import SampleInput, SampleRecord
+    from edct_task.core.records import SampleInput, SampleRecord
 
     s = SampleInput(id="a", domain="d", question="q", image="")
     records = [SampleRecord(sample=s, status="scored")] * 2 + [

@@ -17,7 +17,7 @@ import yaml
 from edct_task import roles as roles_mod
 from edct_task.calibration import RuleBasedLLM
 from edct_task.config import calibration_config, config_from_dict
-from edct_task.engine.runner import run
+from edct_task.run.runner import run
 
 pytestmark = pytest.mark.slow
 N = 30

@@ -16,8 +16,8 @@ import yaml
 from support.vllm_server import free_port
 
 from edct_task.config import calibration_config
-from edct_task.engine.sharding import Shard, shard_from_env, sum_counts
-from edct_task.roles import ConfigError
+from edct_task.core.errors import ConfigError
+from edct_task.run.sharding import Shard, shard_from_env, sum_counts
 
 N = 24
 BIN = Path(sys.executable).parent

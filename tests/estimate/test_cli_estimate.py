@@ -11,8 +11,8 @@ import yaml
 
 from edct_task.cli.main import main
 from edct_task.config import calibration_config
-from edct_task.engine.runner import run
 from edct_task.estimate.presets import PRESET_DIR
+from edct_task.run.runner import run
 
 
 def _estimate(capsys: pytest.CaptureFixture[str], *args: str) -> dict:

@@ -9,17 +9,16 @@ from support.edct_runs import records
 from support.lmms_output import EdctTask, Group, write_lmms_output
 
 from edct_task.cli.main import main
-from edct_task.config import calibration_config
 from edct_task.leaderboard.bundle import read_bundle, reseal, write_zip
 from edct_task.leaderboard.verify import Verified, verify_bundle
-from edct_task.lmms import hooks
+from edct_task.lmms import settings as lmms_settings
 from edct_task.scoring.metrics import summarise
 
 
 @pytest.fixture
 def lmms_run(tmp_path, monkeypatch):
     monkeypatch.delenv("EDCT_CONFIG", raising=False)
-    hooks.install_settings(hooks.build_settings(calibration_config(n=4), work_dir=tmp_path / "work"))
+    monkeypatch.setenv(lmms_settings.ENV_WORK_DIR, str(tmp_path / "work"))
     recs = records(0.7, n=10)
     group = Group(
         "edct_bench",
@@ -31,7 +30,7 @@ def lmms_run(tmp_path, monkeypatch):
     )
     write_lmms_output(tmp_path / "out", model="qwen3_vl", model_args="pretrained=org/alpha-vl", tasks=[group])
     yield tmp_path / "out", recs
-    hooks.install_settings(None)
+    lmms_settings.release()
 
 
 def test_lmms_output_bundle_verifies_and_a_changed_task_value_is_caught(lmms_run, tmp_path):

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import yaml
 
 from edct_task.config import calibration_config
+from edct_task.core.requests import Message
 from edct_task.engine.lockstep import build_dispatcher, run_lockstep
-from edct_task.engine.requests import Message
 from edct_task.lmms import documents, turns
 from edct_task.lmms import hooks as lmms_hooks
+from edct_task.lmms import results as lmms_results
+from edct_task.lmms import settings as lmms_settings
 from edct_task.lmms.hooks import Session
 from edct_task.lmms.turns import parse_turn, render_turn
 from edct_task.roles import build_roles
@@ -20,10 +24,9 @@ from task_configs import TASK_DIR
 @pytest.fixture()
 def hook_settings(tmp_path, monkeypatch):
     monkeypatch.delenv("EDCT_CONFIG", raising=False)
-    s = lmms_hooks.build_settings(calibration_config(n=12), work_dir=tmp_path / "work")
-    lmms_hooks.install_settings(s)
-    yield s
-    lmms_hooks.install_settings(None)
+    monkeypatch.setenv(lmms_settings.ENV_WORK_DIR, str(tmp_path / "work"))
+    yield lmms_settings.settings()
+    lmms_settings.release()
 
 
 def test_render_and_parse_turn_round_trip():
@@ -48,10 +51,10 @@ def test_yaml_metric_list_is_the_hooks_metric_list():
         "!function", lambda loader, node: loader.construct_scalar(node), Loader=yaml.SafeLoader
     )
     config = yaml.safe_load(raw)
-    assert [m["metric"] for m in config["metric_list"]] == lmms_hooks.metric_names()
-    assert set(scoring.METRIC_NAMES) <= set(lmms_hooks.metric_names())
+    assert [m["metric"] for m in config["metric_list"]] == lmms_results.metric_names()
+    assert set(scoring.METRIC_NAMES) <= set(lmms_results.metric_names())
     assert config["output_type"] == "generate_until_agentic"
-    assert config["generation_kwargs"]["max_agentic_steps"] >= lmms_hooks.rounds_needed(
+    assert config["generation_kwargs"]["max_agentic_steps"] >= lmms_settings.rounds_needed(
         calibration_config().protocol
     )
 
@@ -76,17 +79,21 @@ def test_bench_tasks_say_how_to_configure_data(monkeypatch, tmp_path):
     import datasets
 
     monkeypatch.delenv(documents.ENV_DATA, raising=False)
-    monkeypatch.setenv(lmms_hooks.ENV_WORK_DIR, str(tmp_path))
-    lmms_hooks.install_settings(None)
+    monkeypatch.setenv(lmms_settings.ENV_WORK_DIR, str(tmp_path))
     stub = datasets.Dataset.from_list([{documents.STUB_COLUMN: "x"}])
     with pytest.raises(documents.TaskLoadError, match="EDCT_BENCH_DATA") as err:
         documents.okvqa_docs(stub)
     assert err.value.code == 2
-    lmms_hooks.settings().close()
-    lmms_hooks.install_settings(None)
+    lmms_settings.release()
 
 
 def test_bench_tasks_filter_a_built_dataset(tmp_path, monkeypatch, hook_settings):
+    from support.loopback import served_roles_config
+
+    # real data needs real roles (no call is made while documents load: any address will do)
+    monkeypatch.setenv("EDCT_LOOPBACK_KEY", "sk-unused")
+    roles = served_roles_config(tmp_path / "roles.yaml", "http://127.0.0.1:9", "EDCT_LOOPBACK_KEY")
+    monkeypatch.setenv("EDCT_CONFIG", str(roles))
     docs = documents.calibration_docs([{"index": i, "seed": 0} for i in range(3)])
     bench = docs.map(lambda d, i: {"domain": ["okvqa", "drivelm", "3dsr"][i]}, with_indices=True)
     bench.save_to_disk(tmp_path / "bench")
@@ -141,7 +148,7 @@ def test_compat_driver_reproduces_the_batched_driver(hook_settings):
                 outputs = updated
                 break
             visuals = new_visuals if new_visuals is not None else visuals
-        agentic.append(lmms_hooks.parse_final(doc, outputs[-1]))
+        agentic.append(lmms_results.parse_final(doc, outputs[-1]))
 
     s = hook_settings
     roles = build_roles(
@@ -187,11 +194,52 @@ def test_session_rounds_are_unique_texts(hook_settings):
 def test_a_stale_cache_fails_the_task_load_with_one_message(monkeypatch, tmp_path):
     import sqlite3
 
-    monkeypatch.setenv(lmms_hooks.ENV_WORK_DIR, str(tmp_path))
-    lmms_hooks.install_settings(None)
+    monkeypatch.setenv(lmms_settings.ENV_WORK_DIR, str(tmp_path))
     with sqlite3.connect(tmp_path / "stages.sqlite") as conn:  # a cache written by schema 1
         conn.execute("PRAGMA user_version=1")
     with pytest.raises(documents.TaskLoadError, match="schema version 1") as err:
         documents.calibration_docs([{"index": 0, "seed": 0}])
     assert err.value.code == 2
-    lmms_hooks.install_settings(None)
+    lmms_settings.release()
+
+
+def test_process_results_is_safe_in_lmms_evals_four_thread_pool(tmp_path, monkeypatch):
+    """lmms-eval 0.7.3 runs ``process_results`` in 4 threads (``process_docs_parallel``): the
+    settings are built once, and every document scores as it does alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from edct_task.lmms import settings as lmms_settings_module
+
+    monkeypatch.delenv("EDCT_CONFIG", raising=False)
+    monkeypatch.setenv(lmms_settings.ENV_WORK_DIR, str(tmp_path / "work"))
+    builds = []
+    real_build = lmms_settings_module.build_settings
+    monkeypatch.setattr(lmms_settings_module, "build_settings", lambda c: builds.append(1) or real_build(c))
+    docs = [{"id": f"d{i}", "domain": "knowledge", "question": "q?"} for i in range(32)]
+    bad = '{"success": false, "error": "max_agentic_steps_reached"}'
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            out = list(pool.map(lambda d: lmms_hooks.process_results(d, [bad]), docs))
+        assert len(builds) == 1
+        alone = lmms_hooks.process_results(docs[0], [bad])
+        assert all(o["n_error"] == 1 and o["edct"]["setup"] == alone["edct"]["setup"] for o in out)
+    finally:
+        lmms_settings.release()
+
+
+def _run_generate_until_agentic(doc, metadata):  # named as lmms-eval 0.7.3's loop: its frame is read
+    req = SimpleNamespace(metadata=metadata)  # noqa: F841 - the hook reads this frame's `req`
+    return lmms_hooks.doc_to_text(doc, previous_output=["A dog."], round_idx=1, previous_round_info=None)
+
+
+def test_a_padding_request_costs_none_of_our_backends(hook_settings):
+    """Multi-rank runs pad short ranks with clones tagged ``__padding_only__`` that lmms-eval's
+    agentic loop runs anyway: the hook ends them after the model's first reply."""
+    (doc,) = documents.calibration_docs([{"index": 0, "seed": 0}])
+    _visuals, _text, terminal, outputs, info = _run_generate_until_agentic(doc, {"__padding_only__": True})
+    assert terminal and info == {"state": {"padding": True}}
+    assert hook_settings.dispatcher.stats.calls == {} and hook_settings.dispatcher.stats.cache_hits == {}
+    assert lmms_hooks.process_results(doc, [outputs[-1]])["n_error"] == 1  # if it were ever scored
+    _visuals, _text, terminal, _outputs, info = _run_generate_until_agentic(doc, {"task": "t"})
+    assert not terminal and info["edct_session"].rounds == 1  # a real request runs the protocol
+    assert info["state"]["next"] == "baseline.why"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 
 import pytest
@@ -172,3 +173,51 @@ def test_tiny_qwen3_vl_through_lmms_eval_and_edct_run(tmp_path, tiny_qwen3_vl):
                 assert sample[scoring.CCS_BINARY] is not None or sample[scoring.CCS_GRADED] is not None
     fast_results = read_results(tmp_path / "fast")
     assert fast_results["edct"]["target"]["chat"] is True  # qwen3_vl resolves to the chat class
+
+
+def test_both_paths_send_the_same_system_prompt_convention(tmp_path):
+    """lmms-eval's agentic loop and the fast path, both through lmms-eval's own ``openai`` model to a
+    loopback chat server that records every request: a dataset's system prompt (the calibration
+    world's driving prompt) is never a second system message, and the first turn of every document
+    reaches the model as the same text on both paths."""
+    from support.loopback import CalibrationWorld, Loopback
+
+    from edct_task.calibration import world
+
+    key = "sk-loopback-system-prompt-3c7a1e"
+    chats = {}
+    for path in ("lmms", "fast"):
+        with Loopback(CalibrationWorld("faithful"), api_key=key) as server:
+            args = (
+                "--model",
+                "openai",
+                "--model_args",
+                f"model_version=calibration-vlm,base_url={server.url}/v1",
+                "--tasks",
+                TASK,
+                "--limit",
+                "4",
+            )
+            env = offline_env(tmp_path / f"work_{path}", OPENAI_API_KEY=key)
+            if path == "lmms":
+                cmd = lmms_eval_cmd(*args, "--output_path", str(tmp_path / path))
+            else:
+                cmd = edct_cmd(
+                    "run", *args, "--output", str(tmp_path / "edct"), "--output_path", str(tmp_path / path)
+                )
+            _finish(_start(cmd, env))
+            chats[path] = list(server.chats)
+    for path, requests in chats.items():
+        assert requests, path
+        for messages in requests:
+            assert sum(role == "system" for role, _ in messages) <= 1, (path, messages)
+            assert sum(text.count(world.DRIVING_SYSTEM_PROMPT) for _, text in messages) <= 1, (path, messages)
+
+    def first_turns(requests):
+        """The texts of one-message requests (the question turns), without the loop's image tag."""
+        texts = {m[0][1] for m in requests if len(m) == 1 and "You answered:" not in m[0][1]}
+        return sorted({re.sub(r"\n\n\[image [0-9a-f]+\]$", "", t) for t in texts})
+
+    driving = [t for t in first_turns(chats["fast"]) if t.startswith(world.DRIVING_SYSTEM_PROMPT)]
+    assert len(driving) == 1  # one of the 4 documents is a driving scene
+    assert first_turns(chats["fast"]) == first_turns(chats["lmms"])

@@ -15,7 +15,7 @@ import pytest
 from support.loopback import CalibrationWorld, FaultPlan, Loopback
 
 from edct_task.config import calibration_config, config_from_dict
-from edct_task.engine.runner import run
+from edct_task.run.runner import run
 
 N = int(__import__("os").environ.get("EDCT_E2E_N", "100"))
 BEHAVIOR = "mixed:0.5"

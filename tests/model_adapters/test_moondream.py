@@ -18,8 +18,8 @@ import pytest
 import skimage.data
 from PIL import Image
 
-from edct_task.detector_factories import FACTORIES
 from model_adapters.errors import PermanentBackendError, RateLimited, Timeout, TransientBackendError
+from model_adapters.factories import FACTORIES
 from model_adapters.moondream_detector import moondream_from_options
 from model_adapters.transport import MalformedReply
 from verification.check import check_edit

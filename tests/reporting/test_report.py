@@ -16,8 +16,7 @@ from scipy import stats
 from support.edct_runs import records, write_edct_run
 from support.lmms_output import Bench, EdctTask, Group, write_lmms_output
 
-from edct_task.config import calibration_config
-from edct_task.lmms import hooks
+from edct_task.lmms import settings as lmms_settings
 from edct_task.reporting import figures
 from edct_task.reporting.report import FIGURE_STEM, build_report
 from edct_task.scoring.metrics import summarise
@@ -33,10 +32,9 @@ MATHVISTA_N = (1000, 1000, 1000)
 @pytest.fixture
 def hook_settings(tmp_path, monkeypatch):
     monkeypatch.delenv("EDCT_CONFIG", raising=False)
-    s = hooks.build_settings(calibration_config(n=4), work_dir=tmp_path / "work")
-    hooks.install_settings(s)
-    yield s
-    hooks.install_settings(None)
+    monkeypatch.setenv(lmms_settings.ENV_WORK_DIR, str(tmp_path / "work"))
+    yield lmms_settings.settings()
+    lmms_settings.release()
 
 
 def _edct_group(level: float, *, offset: int = 0) -> Group:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from statsmodels.stats.proportion import proportion_confint
 
-from edct_task.engine.records import SampleInput, SampleRecord, SampleScores
+from edct_task.core.records import SampleInput, SampleRecord, SampleScores
 from edct_task.scoring.metrics import METRIC_NAMES, counts, metric_intervals, summarise
 
 

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from edct_task.config import calibration_config
-from edct_task.engine.runner import run
-from edct_task.run_outputs import sample_folder
+from edct_task.run.outputs import sample_folder
+from edct_task.run.runner import run
 
 HOSTILE_TEXTS = {
     "script": "<script>window.__pwned = 'script';</script>",

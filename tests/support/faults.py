@@ -1,6 +1,6 @@
 """Seeded fault injection for soak tests: a judge that fails on a fixed share of prompts.
 
-Importing this module registers the text backend ``flaky-judge`` (options: ``rate``, ``seed``):
+Run as a script, it registers the text backend ``flaky-judge`` (options: ``rate``, ``seed``):
 the calibration rules, except that a prompt whose seeded hash falls under ``rate`` always fails
 with a rate-limit error — the same prompts in every process, so a killed and resumed run meets the
 same faults.
@@ -33,9 +33,11 @@ class FlakyJudge(RuleBasedLLM):
         return super().complete(prompt, params)
 
 
-roles.register("text", "flaky-judge", lambda o: FlakyJudge(float(o.get("rate", 0.1)), int(o.get("seed", 0))))
-
 if __name__ == "__main__":
     from edct_task.cli.main import main
+
+    roles.REGISTRY["text"]["flaky-judge"] = lambda o: FlakyJudge(
+        float(o.get("rate", 0.1)), int(o.get("seed", 0))
+    )
 
     sys.exit(main(sys.argv[1:]))

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edct_task.engine.records import SampleInput, SampleRecord, SampleScores
+from edct_task.core.records import SampleInput, SampleRecord, SampleScores
 
 
 @dataclass

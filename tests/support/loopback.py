@@ -32,13 +32,15 @@ from dataclasses import dataclass, field
 from email.parser import BytesParser
 from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
+import yaml
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
 from model_adapters.contracts import ChatMessage, GenerationParams
-from model_adapters.errors import BackendError, EditRefused
+from model_adapters.errors import BackendError, BadInput, EditRefused
 
 CHAT_FAULTS = ("rate_limited", "server_error", "timeout", "malformed", "dropped")
 
@@ -154,6 +156,8 @@ class Loopback(ThreadingHTTPServer):
         self.down = down
         self.requests: Counter = Counter()
         self.bodies: list[dict[str, Any]] = []
+        self.chats: list[list[tuple[str, str]]] = []
+        """Every chat request's messages as ``(role, text)``, images left out."""
         self.headers_seen: list[dict[str, str]] = []
         self.bfl_jobs: dict[str, dict[str, Any]] = {}
         self.lock = threading.Lock()
@@ -312,6 +316,8 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 text, images = content, ()
             conversation.append(ChatMessage(m["role"], text, images))
+        with self.server.lock:
+            self.server.chats.append([(m.role, m.text) for m in conversation])
         params = GenerationParams(
             max_new_tokens=body.get("max_tokens") or body.get("max_completion_tokens"),
             temperature=body.get("temperature", 0.0),
@@ -386,7 +392,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             edited = self.server.world.edit(image, prompt, seed=0)
-        except EditRefused as exc:
+        except (EditRefused, BadInput) as exc:  # a real server answers 400 for an image it cannot edit
             self._json(400, {"error": {"message": str(exc), "code": "invalid_request"}})
             return
         self._json(
@@ -470,3 +476,33 @@ def openai_retry_waits(records: Sequence[Any]) -> list[float]:
         for r in records
         if r.name == "openai._base_client" and r.msg.startswith("Retrying request in")
     ]
+
+
+def served_roles_config(path: Path, url: str, key_env: str, **extra: Any) -> Path:
+    """An EDCT config file whose non-target roles are real backends served by a loopback server
+    (``openai-chat`` text roles, the ``openai-images`` editor) and the offline OpenCV detector:
+    what a user names for real data, where the calibration-only backends are refused."""
+    from edct_task.config import calibration_config
+
+    raw = calibration_config().model_dump(mode="json")
+    chat = {
+        "backend": "openai-chat",
+        "model": "calibration-llm",
+        "base_url": f"{url}/v1",
+        "api_key_env": key_env,
+    }
+    raw["roles"].update(
+        extractor=chat,
+        judge=chat,
+        edit_parser=chat,
+        editor={
+            "backend": "openai-images",
+            "model": "gpt-image-1",
+            "base_url": f"{url}/v1",
+            "api_key_env": key_env,
+        },
+        detector={"backend": "opencv-cascade"},
+    )
+    raw.update(progress=False, **extra)
+    path.write_text(yaml.safe_dump(raw))
+    return path

@@ -18,10 +18,10 @@ from PIL import Image
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from edct_task.detector_factories import FACTORIES, build_detector, build_segmenter  # noqa: E402
 from model_adapters.errors import OptionsError  # noqa: E402
 from verification.check import check_edit  # noqa: E402
 from verification.detection import Detections  # noqa: E402
+from verification.factories import FACTORIES, build_detector, build_segmenter  # noqa: E402
 from verification.sam2_segmenter import Sam2Segmenter  # noqa: E402
 from verification.zero_shot_detector import ZeroShotDetector  # noqa: E402
 

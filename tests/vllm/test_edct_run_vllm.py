@@ -23,8 +23,8 @@ from support.vllm_server import (
 )
 
 from edct_task.config import calibration_config, config_from_dict
-from edct_task.engine.records import SampleRecord
-from edct_task.engine.runner import run
+from edct_task.core.records import SampleRecord
+from edct_task.run.runner import run
 
 pytestmark = pytest.mark.vllm
 N = 12

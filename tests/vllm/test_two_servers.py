@@ -12,7 +12,7 @@ import pytest
 from support.vllm_server import NEW_TOKENS, finished_requests, start_edct_serve
 
 from edct_task.config import calibration_config, config_from_dict
-from edct_task.engine.runner import run
+from edct_task.run.runner import run
 
 pytestmark = pytest.mark.vllm
 N = 16

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from verification.check import EditCheck
+from verification.records import EditCheck
 
 SCHEMA_VERSION = 1
 

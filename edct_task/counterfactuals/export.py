@@ -31,7 +31,7 @@ from typing import Any
 
 from edct_task.bench_data.format import BenchDataError
 from edct_task.bench_data.output import write_folder
-from edct_task.run_outputs import IMAGES_DIR, LoadedRun, RunReadError, load_run, sample_folder
+from edct_task.run.outputs import IMAGES_DIR, LoadedRun, RunReadError, load_run, sample_folder
 
 EXPORT_VERSION = 1
 JSONL_NAME = "counterfactuals.jsonl"

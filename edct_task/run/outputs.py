@@ -23,14 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from edct_task.engine.records import SampleRecord
+from edct_task.core.errors import UserError
+from edct_task.core.records import SampleRecord
+from edct_task.run.log import RunLog, parse_run_log
 
 RESULTS_FILE = "results.json"
 SAMPLES_FILE = "samples.jsonl"
 IMAGES_DIR = "images"
 
 
-class RunReadError(ValueError):
+class RunReadError(UserError, ValueError):
     """A path is not a readable run; the message says what was expected there."""
 
 
@@ -69,6 +71,8 @@ class LoadedRun:
     """``results.json`` of an ``edct`` run; lmms-eval's aggregated results file of an ``lmms`` run."""
     tasks: dict[str, list[SampleRecord]] = field(default_factory=dict)
     """lmms runs: records per lmms-eval task; edct runs: empty."""
+    log: RunLog | None = None
+    """edct runs: ``results.json`` as the typed run log."""
     _images: dict[str, Path] = field(default_factory=dict, repr=False)
 
     def image_path(self, ref: str | None) -> Path | None:
@@ -126,11 +130,12 @@ def _load_edct(root: Path) -> LoadedRun:
     # JSONL lines end at "\n" only: str.splitlines() would also split inside a record at U+2028,
     # U+2029, U+0085 or a form feed, which JSON writers (pydantic included) leave unescaped in strings.
     records = _records(samples, ((i, line) for i, line in enumerate(text.split("\n"), 1) if line.strip()))
+    log = parse_run_log(results, root / RESULTS_FILE)  # the typed view; another version is refused
     images: dict[str, Path] = {}
     for record in records:
         for name, ref in image_files(record).items():
             images.setdefault(ref, root / name)
-    return LoadedRun(root, "edct", records, results, _images=images)
+    return LoadedRun(root, "edct", records, results, log=log, _images=images)
 
 
 def _lmms_sample_files(root: Path) -> Iterator[Path]:

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from edct_task.engine.records import SampleRecord
-from edct_task.roles import ConfigError
+from edct_task.core.errors import ConfigError
+from edct_task.core.records import SampleRecord
 
 T = TypeVar("T")
 

@@ -1,4 +1,4 @@
-"""Mask-provider factories by name, merged into ``edct_task.roles.REGISTRY`` (kind ``detector``).
+"""Detector and segmenter factories of this package, by name (kind ``detector``).
 
 Each factory takes the role's options mapping from the run config and imports its optional
 dependencies inside itself. A ``detector`` role names a detector backend and, optionally, a
@@ -8,15 +8,16 @@ nested ``segmenter``; the factory returns ``DetectAndSegment(detector, segmenter
                segmenter: {backend: sam2, model: facebook/sam2.1-hiera-large}}
     detector: {backend: grounding-dino, model: IDEA-Research/grounding-dino-base,
                threshold: 0.3, text_threshold: 0.25, segmenter: {backend: sam2, model: /models/sam2}}
-    detector: {backend: moondream, api_key_env: MOONDREAM_API_KEY, segmenter: {backend: grabcut}}
     detector: {backend: opencv-cascade}                    # faces etc.; GrabCut masks by default
 
 Default segmenter: ``grabcut`` for ``opencv-cascade`` (a face box holds much background),
 ``box`` for the open-vocabulary detectors (no weights needed; configure ``sam2`` for real
 masks). ``segmenter`` may also be a bare name (``segmenter: grabcut``).
 
-Invalid options raise ``model_adapters.errors.OptionsError`` (a ``ValueError``) naming the
-option; ``edct_task.roles.build_roles`` reports it as a configuration error.
+A detector of another package (Moondream's HTTP API in ``model_adapters``) is registered there
+with ``detector_factory``: a new detector touches its own folder only. The composition root
+(``edct_task.roles``) merges the packages' ``FACTORIES`` tables explicitly; nothing registers
+itself on import. Invalid options raise ``OptionsError`` (a ``ValueError``) naming the option.
 """
 
 from __future__ import annotations
@@ -24,12 +25,27 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from model_adapters.errors import OptionsError
-from model_adapters.moondream_detector import MOONDREAM_OPTIONS
-
 Factory = Callable[[Mapping[str, Any]], Any]
 
-__all__ = ["DETECTOR_OPTIONS", "FACTORIES", "SEGMENTER_OPTIONS", "build_detector", "build_segmenter"]
+__all__ = [
+    "DETECTOR_OPTIONS",
+    "FACTORIES",
+    "SEGMENTER_OPTIONS",
+    "OptionsError",
+    "build_detector",
+    "build_segmenter",
+    "detector_factory",
+]
+
+
+class OptionsError(ValueError):
+    """A backend's options (from the run config's ``roles.<role>:``) are invalid.
+
+    Raised by factories at start-up (of this package and of ``model_adapters``, which re-exports
+    it); the message says which option and how to fix it. A ``ValueError``, so configuration
+    layers that catch those report it as a configuration error.
+    """
+
 
 SEGMENTER_OPTIONS: dict[str, frozenset[str]] = {
     "box": frozenset(),
@@ -51,9 +67,8 @@ DETECTOR_OPTIONS: dict[str, frozenset[str]] = {
     ),
     "owlv2": _ZERO_SHOT,
     "grounding-dino": _ZERO_SHOT | {"text_threshold"},
-    "moondream": MOONDREAM_OPTIONS,
 }
-DEFAULT_SEGMENTER = {"opencv-cascade": "grabcut", "owlv2": "box", "grounding-dino": "box", "moondream": "box"}
+DEFAULT_SEGMENTER = {"opencv-cascade": "grabcut", "owlv2": "box", "grounding-dino": "box"}
 
 
 def _check(options: Mapping[str, Any], allowed: frozenset[str], what: str) -> None:
@@ -132,10 +147,6 @@ def build_detector(backend: str, options: Mapping[str, Any]) -> Any:
         from verification.cascade_detector import CascadeDetector
 
         return _build(what, lambda: CascadeDetector(**options))
-    if backend == "moondream":
-        from model_adapters.moondream_detector import moondream_from_options
-
-        return _build(what, lambda: moondream_from_options(options))
     model = _model(options, what)
     rest = {k: v for k, v in options.items() if k != "model"}
 
@@ -147,20 +158,29 @@ def build_detector(backend: str, options: Mapping[str, Any]) -> Any:
     return _build(what, zero_shot)
 
 
-def _provider_factory(backend: str) -> Factory:
-    def factory(options: Mapping[str, Any]) -> Any:
+def detector_factory(
+    name: str, options: frozenset[str], build: Callable[[Mapping[str, Any]], Any], *, segmenter: str = "box"
+) -> Factory:
+    """The role factory of a detector: checks ``options`` (plus ``segmenter``), builds the bare
+    detector with ``build`` and pairs it with its segmenter (default ``segmenter``)."""
+
+    def factory(spec: Mapping[str, Any]) -> Any:
         from verification.detect_and_segment import DetectAndSegment
 
-        _check(options, DETECTOR_OPTIONS[backend] | {"segmenter"}, f"detector {backend!r}")
-        opts = dict(options)
-        seg_spec = opts.pop("segmenter", None)
-        segmenter = build_segmenter(seg_spec, default=DEFAULT_SEGMENTER[backend])
-        return DetectAndSegment(build_detector(backend, opts), segmenter)
+        _check(spec, options | {"segmenter"}, f"detector {name!r}")
+        opts = dict(spec)
+        seg = build_segmenter(opts.pop("segmenter", None), default=segmenter)
+        return DetectAndSegment(_build(f"detector {name!r}", lambda: build(opts)), seg)
 
-    factory.__name__ = f"detector_{backend.replace('-', '_')}"
+    factory.__name__ = f"detector_{name.replace('-', '_')}"
     return factory
 
 
 FACTORIES: dict[str, dict[str, Factory]] = {
-    "detector": {name: _provider_factory(name) for name in DETECTOR_OPTIONS},
+    "detector": {
+        name: detector_factory(
+            name, allowed, lambda o, _n=name: build_detector(_n, o), segmenter=DEFAULT_SEGMENTER[name]
+        )
+        for name, allowed in DETECTOR_OPTIONS.items()
+    },
 }

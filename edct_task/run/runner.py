@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import platform
 import time
 from dataclasses import dataclass
@@ -20,18 +19,19 @@ from typing import Any
 
 from edct_task import __version__, prompts
 from edct_task.config import DataSection, RunConfig
+from edct_task.core.records import SampleInput, SampleRecord
 from edct_task.engine.files import atomic_write, place
 from edct_task.engine.lockstep import build_dispatcher, run_samples
-from edct_task.engine.records import SCHEMA_VERSION, SampleInput, SampleRecord
-from edct_task.engine.sharding import Shard, gather_run, shard_from_env
 from edct_task.engine.stage_cache import ImageStore, StageCache
-from edct_task.engine.workspace import check_writable, claim, storage_error
-from edct_task.roles import build_roles
-from edct_task.run_outputs import RESULTS_FILE, SAMPLES_FILE, image_files
+from edct_task.engine.storage import storage_error
+from edct_task.roles import build_roles, refuse_calibration_roles
+from edct_task.run.log import RunLog, RunSetup
+from edct_task.run.outputs import RESULTS_FILE, SAMPLES_FILE, image_files
+from edct_task.run.sharding import Shard, gather_run, shard_from_env
+from edct_task.run.workspace import check_writable, claim
+from edct_task.scoring.health import judge_health
 from edct_task.scoring.metrics import judge_agreement, summarise
 from model_adapters.usage import role_usage
-
-RESULTS_SCHEMA_VERSION = 1
 
 
 @dataclass
@@ -107,6 +107,10 @@ def _run(config: RunConfig, out_dir: Path, cache_dir: Path, shard: Shard | None 
     # the cache (its schema) and the data are checked before any backend is built
     with StageCache(cache_dir) as cache:
         samples = load_samples(config.data, images)
+        if config.data.source != "calibration":  # before any backend is built
+            refuse_calibration_roles(
+                config.role_specs(), f"the dataset {config.data.path or '$EDCT_BENCH_DATA'}"
+            )
         order = {(s.sample.id if isinstance(s, SampleRecord) else s.id): i for i, s in enumerate(samples)}
         if shard is not None:
             samples = shard.take(samples)
@@ -137,36 +141,35 @@ def _run(config: RunConfig, out_dir: Path, cache_dir: Path, shard: Shard | None 
         records, usage, calls = gathered
     elapsed = time.perf_counter() - started
 
-    results = {
-        "schema_version": RESULTS_SCHEMA_VERSION,
-        "record_schema_version": SCHEMA_VERSION,
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "versions": _versions(),
-        "prompt_versions": prompts.prompt_versions(),
-        "config": {
-            "data": config.data.model_dump(mode="json"),
-            "protocol": protocol.model_dump(mode="json"),
-            "verification": config.verification.model_dump(mode="json"),
-            "limits": limits.model_dump(mode="json"),
-            "roles": {role: spec.as_dict() for role, spec in config.role_specs().items()},
-            "backends": identities,
-            "bootstrap_resamples": config.bootstrap_resamples,
-        },
-        "results": summarise(records, seed=protocol.seed, n_resamples=config.bootstrap_resamples),
-        "judge_agreement": judge_agreement(records),
-        "usage": usage,
-        "calls": calls,
-        "wall_seconds": round(elapsed, 3),
-    }
-    write_outputs(out_dir, records, results, images)
+    log = RunLog(
+        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        versions=_versions(),
+        prompt_versions=prompts.prompt_versions(),
+        config=RunSetup(
+            data=config.data.model_dump(mode="json"),
+            protocol=protocol.model_dump(mode="json"),
+            verification=config.verification.model_dump(mode="json"),
+            limits=limits.model_dump(mode="json"),
+            roles={role: spec.as_dict() for role, spec in config.role_specs().items()},
+            backends=identities,
+            bootstrap_resamples=config.bootstrap_resamples,
+        ),
+        results=summarise(records, seed=protocol.seed, n_resamples=config.bootstrap_resamples),
+        judge_agreement=judge_agreement(records),
+        judge_health=judge_health(records),
+        usage=usage,
+        calls=calls,
+        wall_seconds=round(elapsed, 3),
+    )
+    results = log.model_dump(mode="json")
+    write_outputs(out_dir, records, log, images)
     return RunOutcome(records, results, out_dir, shard)
 
 
-def write_outputs(
-    out_dir: Path, records: list[SampleRecord], results: dict[str, Any], images: ImageStore
-) -> None:
-    """results.json, samples.jsonl and the chain images (``run_outputs.image_files``), atomically."""
-    atomic_write(out_dir / RESULTS_FILE, json.dumps(results, indent=2, sort_keys=False) + "\n")
+def write_outputs(out_dir: Path, records: list[SampleRecord], log: RunLog, images: ImageStore) -> None:
+    """results.json (the run log), samples.jsonl and the chain images (``outputs.image_files``),
+    atomically."""
+    atomic_write(out_dir / RESULTS_FILE, log.to_json())
     atomic_write(out_dir / SAMPLES_FILE, "".join(r.model_dump_json() + "\n" for r in records))
     for r in records:
         for name, ref in image_files(r).items():

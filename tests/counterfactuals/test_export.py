@@ -8,10 +8,16 @@ import shutil
 import pytest
 from PIL import Image
 
-from edct_task.bench_data import BenchDataError, export_counterfactuals
-from edct_task.bench_data.export import DATASET_DIR, JSONL_NAME, MANIFEST_NAME, read_run
+from edct_task.bench_data import BenchDataError
 from edct_task.config import calibration_config
-from edct_task.engine.runner import run
+from edct_task.counterfactuals.export import (
+    DATASET_DIR,
+    JSONL_NAME,
+    MANIFEST_NAME,
+    export_counterfactuals,
+    read_run,
+)
+from edct_task.run.runner import run
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,27 @@
+"""The one user-error base class: what the user must change, said in one line.
+
+Every error a user can fix (configuration, data, a cache of another version, an unreadable run,
+report, bundle or labels file) derives from ``UserError``. The command line maps it to exit code 2
+and one line ``edct: <prefix><message>`` in one place (``edct_task.cli.main``); the lmms-eval
+adapter turns it into one task-load message. Backend failures are not user errors: they are data
+(``model_adapters.errors``), recorded per sample.
+"""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """An error the user fixes; the message says how. Exit code 2, no traceback."""
+
+    prefix = ""
+    """Shown before the message (``configuration error: ``, ``data error: ``…)."""
+
+    def line(self) -> str:
+        """The one line the user sees."""
+        return f"{self.prefix}{self}"
+
+
+class ConfigError(UserError, ValueError):
+    """The run configuration is invalid; the message says how to fix it."""
+
+    prefix = "configuration error: "

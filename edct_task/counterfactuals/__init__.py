@@ -1,0 +1,1 @@
+"""Verified counterfactual pairs of a finished run, as training and analysis data (a tool on top of a run)."""

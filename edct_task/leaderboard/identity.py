@@ -1,0 +1,101 @@
+"""Who an entry is: the verified target identity, and text from submitters made safe to show.
+
+The board names an entry by its target as the run resolved it (backend, model id, revision),
+taken from the run's own configuration that verification checked, never by the free-text name in
+``bundle.json``. That name is shown only as a *label*, sanitised: control, format (bidi,
+zero-width) and separator characters are removed or turned into spaces, pipes into ``¦``, and it
+is cut to :data:`MAX_LABEL` characters, so it can neither break a table row nor pose as another
+model by reordering text.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+MAX_LABEL = 80
+_MODEL_ARG_KEYS = ("pretrained", "model", "model_name", "model_id", "model_version")
+
+
+def sanitise(text: object, limit: int = MAX_LABEL) -> str:
+    """One line of plain text: no control/format characters, no pipes, collapsed spaces."""
+    out = []
+    for ch in str(text):
+        cat = unicodedata.category(ch)
+        if ch in "\t\n\r\v\f" or cat in ("Zl", "Zp", "Zs"):
+            out.append(" ")
+        elif cat in ("Cc", "Cf", "Cs", "Co", "Cn"):
+            continue
+        elif ch == "|":
+            out.append("¦")
+        else:
+            out.append(ch)
+    clean = " ".join("".join(out).split())
+    return clean if len(clean) <= limit else clean[: limit - 1] + "…"
+
+
+def _model_args(text: str) -> dict[str, str]:
+    """lmms-eval's ``key=value,key=value`` model arguments."""
+    out = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def target_identity(kind: str, target: Any) -> dict[str, str | None]:
+    """(backend, model id, revision) of a verified target spec.
+
+    ``edct`` runs record the target role (``{"backend", "model", "revision", …}``; calibration
+    targets have a ``behavior`` instead of a model); lmms-eval runs record the model class and
+    its ``model_args`` (``pretrained=org/name,revision=…``).
+    """
+    spec = target if isinstance(target, Mapping) else {}
+    if kind == "lmms":
+        args = _model_args(str(spec.get("model_args") or ""))
+        model = next((args[k] for k in _MODEL_ARG_KEYS if args.get(k)), None)
+        return {
+            "backend": sanitise(spec.get("model") or "?"),
+            "model_id": sanitise(model or spec.get("model") or "?", 200),
+            "revision": sanitise(args["revision"], 100) if args.get("revision") else None,
+        }
+    model = spec.get("model") or spec.get("pretrained") or spec.get("model_id")
+    if not model and spec.get("behavior"):
+        model = f"behavior={spec['behavior']}"
+    revision = spec.get("revision")
+    return {
+        "backend": sanitise(spec.get("backend") or "?"),
+        "model_id": sanitise(model or "?", 200),
+        "revision": sanitise(revision, 100) if revision else None,
+    }
+
+
+def display_name(identity: Mapping[str, str | None]) -> str:
+    """``model_id`` with ``@revision`` when one is pinned."""
+    rev = identity.get("revision")
+    return f"{identity['model_id']}@{rev}" if rev else str(identity["model_id"])
+
+
+def differing_fields(setups: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Dotted paths of every field whose value is not the same in all ``setups``."""
+    paths: set[str] = set()
+
+    def walk(values: list[Any], prefix: str) -> None:
+        if all(isinstance(v, Mapping) for v in values):
+            for key in sorted({k for v in values for k in v}):
+                walk([v.get(key) for v in values], f"{prefix}{key}.")
+        elif any(v != values[0] for v in values[1:]):
+            paths.add(prefix[:-1])
+
+    if len(setups) > 1:
+        walk(list(setups), "")
+    return sorted(paths)
+
+
+def field_value(setup: Mapping[str, Any], path: str) -> Any:
+    node: Any = setup
+    for part in path.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node

@@ -1,0 +1,1 @@
+"""Composition: one run from its configuration (data → roles → engine → the typed run log)."""

@@ -1,0 +1,112 @@
+"""Exit codes of both run paths (``edct run --config`` and the fast path ``edct run --model``):
+0 all scored; 3 none scored, or a whole judgement kind (binary or graded) unreadable for every
+sample; 2 calibration-only roles on data that is not the calibration world, before any model call.
+The judge-health line is printed on both paths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from edct_task import roles as roles_mod
+from edct_task.calibration import RuleBasedLLM
+from edct_task.cli.main import main
+from edct_task.config import calibration_config
+from edct_task.prompts import identify
+from model_adapters.contracts import Completion
+
+
+class _Judge(RuleBasedLLM):
+    """The calibration rules, except that judge replies of the kinds in ``garble`` carry no verdict."""
+
+    def __init__(self, garble: set[str]) -> None:
+        self.garble = garble
+
+    def complete(self, prompt, params):
+        kind = identify(prompt)
+        if kind in self.garble:
+            return Completion("That is a difficult one; the edited image is interesting.")
+        return super().complete(prompt, params)
+
+
+JUDGES = {
+    "all-scored": set(),
+    "none-scored": {"judge_binary", "judge_graded"},
+    "binary-unreadable": {"judge_binary"},
+}
+EXPECTED = {"all-scored": 0, "none-scored": 3, "binary-unreadable": 3}
+
+
+@pytest.fixture
+def judges(monkeypatch):
+    for name, garble in JUDGES.items():
+        monkeypatch.setitem(roles_mod.REGISTRY["text"], name, lambda options, g=garble: _Judge(g))
+
+
+def _config(tmp_path: Path, judge: str) -> Path:
+    raw = calibration_config(n=3, output_dir=tmp_path / "out").model_dump(mode="json")
+    raw.update(progress=False, bootstrap_resamples=200)
+    raw["roles"]["judge"] = {"backend": judge}
+    path = tmp_path / f"{judge}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+@pytest.mark.parametrize("case", sorted(JUDGES))
+def test_config_path_exit_codes(case, tmp_path, judges, capsys):
+    rc = main(["run", "--config", str(_config(tmp_path, case))])
+    out = capsys.readouterr()
+    assert rc == EXPECTED[case], out.err[-2000:]
+    assert "judge health: judge: binary" in out.out
+    if case == "binary-unreadable":
+        assert "no binary judgement of any sample could be read" in out.err
+        assert "graded" not in out.err.split("could be read")[0].split("no binary")[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(JUDGES))
+def test_fast_path_exit_codes(case, tmp_path, judges, capsys):
+    argv = ["run", "--model", "edct_reference", "--model_args", "behavior=faithful", "--tasks"]
+    argv += ["edct_calibration", "--limit", "3", "--config", str(_config(tmp_path, case)), "--no-progress"]
+    rc = main([*argv, "--output", str(tmp_path / "fast")])
+    out = capsys.readouterr()
+    assert rc == EXPECTED[case], out.err[-2000:]
+    assert "judge health: judge: binary" in out.out
+
+
+def test_calibration_roles_refuse_a_dataset_before_anything_is_built(tmp_path, monkeypatch, capsys):
+    built = []
+    for factories in roles_mod.REGISTRY.values():
+        for name, factory in list(factories.items()):
+            monkeypatch.setitem(factories, name, lambda o, f=factory, n=name: built.append(n) or f(o))
+    from support.sources_fixture import photo_image, write_sources
+
+    from edct_task.bench_data import BuildRequest, build_bench
+
+    src = write_sources(tmp_path / "sources", photo_image)
+    build_bench(
+        BuildRequest(out=tmp_path / "photos", **src.kwargs(), counts={"okvqa": 1, "drivelm": 1, "3dsr": 1})
+    )
+    capsys.readouterr()  # the build's own progress lines
+    raw = calibration_config(n=3, output_dir=tmp_path / "out").model_dump(mode="json")
+    raw["data"] = {"source": "dataset", "path": str(tmp_path / "photos")}
+    path = tmp_path / "real.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    rc = main(["run", "--config", str(path)])
+    err = capsys.readouterr().err
+    assert rc == 2 and built == []
+    assert len(err.strip().splitlines()) == 1
+    for word in ("extractor (calibration-rules)", "editor (calibration-editor)", "EDCT_CONFIG"):
+        assert word in err
+
+
+def test_fast_path_refuses_calibration_roles_on_bench_tasks_before_the_model(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("EDCT_CONFIG", raising=False)
+    import edct_task.lmms.fastpath as fastpath
+
+    monkeypatch.setattr(fastpath, "build_model", lambda *a, **k: pytest.fail("the model was built"))
+    rc = main(["run", "--model", "qwen3_vl", "--tasks", "edct_bench", "--output", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "task edct_bench is not calibration data" in err and "EDCT_CONFIG" in err
