@@ -1,29 +1,40 @@
 """Read the replies of the extractor, editor-instruction writer, edit parser and judges.
 
-Pure functions, no I/O. Every parser first calls :func:`strip_thinking`, then returns either
-``Parsed(value)`` or ``Unparsed(reason)``: a reply that cannot be read is *unscored* with a
-specific, human-readable reason, never scored 0 (SPEC §3). No parser raises on any text.
+Pure functions, no I/O, linear time in the reply's length (``edct_task.reply_scan``). Every parser
+takes the reply and the ``finish_reason`` the backend reported, first calls :func:`strip_thinking`,
+then returns either ``Parsed(value)`` or ``Unparsed(reason, kind)``: a reply that cannot be read is
+*unscored* with a specific reason, never scored 0 (SPEC §3). No parser raises on any text.
 
-Decisions (where the prompts leave room)
-----------------------------------------
-* **Which occurrence wins.** Models restate and correct themselves, so for every labelled value
-  (``AC: 1``, ``SCORE: 4``, ``Type: ADD``) and for JSON, the *last* readable occurrence wins.
-* **JSON leniency.** Arrays/objects are found anywhere in the reply (code fences and chatter
-  around them do not matter) and read with ``json``; failing that, after dropping trailing commas
-  and turning typographic quotes into straight ones, and finally as Python literals (single
-  quotes). ``true/false/null`` are only understood by the ``json`` attempts.
-* **Binary scores** accept ``0``/``1``, ``0.0``/``1.0``, ``1/1``, ``0/1`` and the words
-  ``yes``/``no``/``true``/``false`` (unambiguous, and some models write them despite the
-  prompt). Any other number (``2``, ``0.5``) in the *last* statement of a score makes the reply
-  unparsed: we do not round. Words that are not scores ("AC: The answer ...") are skipped as prose.
-  ``PCS`` is read as ``AC`` and ``NCC`` as ``EF`` (the paper's older names), and the long names
-  "Answer consistency" / "Explanation faithfulness" are accepted too. ``CCS`` is always
-  recomputed as ``ac * ef``; a disagreeing or unreadable model CCS, and a score restated with
-  different values, are recorded in ``note``.
-* **Graded scores** must be a whole number 1..5 (``4``, ``4.0``, ``4/5``, ``4 out of 5``); a
-  fraction (``3.5``), another scale (``8/10``) or a value outside 1..5 is unparsed.
-* **Instructions**: a missing ``change`` (or an empty one) in any edit makes the whole reply
-  unparsed, because dropping that edit would silently shift the chain. Fewer edits than asked is
+The rules (the README's "How replies are read" says the same)
+--------------------------------------------------------------
+* **The verdict is the last complete block.** A block is a run of labelled values stated together
+  (``AC: 1`` ``EF: 0``; a JSON object; a list of concepts; ``Type:`` with ``Target:``); it ends
+  where one of its labels comes again. The verdict is the last block that holds every required
+  field (AC and EF; the score; type and target). Text after it, including a partial block
+  ("I would have given EF: 0"), is commentary and never overrides it. A list of concepts under a
+  commentary heading (``Notes:``, ``Excluded:``, ``Reasoning:`` ...) is not a block.
+* **Quotes and asides.** Values inside quotation marks or parentheses count only when the reply
+  has no complete block outside them.
+* **Scales and template echoes never count**: ``0 or 1``, ``1 to 5``, ``1-5``, ``[0 or 1]``,
+  ``<0 or 1>``, ``"..."``.
+* **Cut replies are unscored, reason ``truncated``**: ``finish_reason == "length"``, a reply that
+  ends inside its reasoning, or one without a complete block when the backend did not say why it
+  ended. A reply that declines (``I'm sorry, I can't ...``, ``finish_reason == "content_filter"``)
+  is ``refused``; one that ended normally but cannot be read is ``malformed``.
+* **Formats read**: JSON (code fences and chatter around it, single quotes, trailing commas,
+  typographic quotes), markdown (bold, headers, bullets, tables either way round), bracketed
+  values (``PCS: [1]``), ``AC``/``EF`` or the paper's older ``PCS``/``NCC``, the paper's graded
+  block (``<Final Scores> CCS: 4 </Final Scores>``, ``Final Scores: 3``), unquoted concept lists
+  (``[red light, pedestrian]``), ``Concept 1:`` lines, one-line instruction chains,
+  ``(MODIFY, traffic light)``, ``Type: MODIFY, Target: car``. A score named by another word
+  (``Confidence score: 0.9``) is not the verdict.
+* **Binary values** are ``0``/``1``, ``0.0``/``1.0``, ``1/1``, ``0/1`` and ``yes``/``no``/
+  ``true``/``false``; any other number in the verdict (``2``, ``0.5``) makes the reply malformed:
+  we do not round. ``CCS`` is always recomputed as ``ac * ef``; a disagreeing model CCS and a score
+  stated elsewhere with another value are recorded in ``note``.
+* **Graded scores** must be a whole number 1..5 (``4``, ``4.0``, ``4/5``, ``4 out of 5``).
+* **Instructions**: a missing, empty or placeholder ``change`` in any edit makes the whole reply
+  malformed, because dropping that edit would silently shift the chain. Fewer edits than asked is
   *parsed* (the caller compares lengths); more are cut to the first ``n``.
 """
 
@@ -32,11 +43,18 @@ from __future__ import annotations
 import ast
 import json
 import re
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, Union
+from typing import Any, Generic, Literal, TypeVar, Union
 
+from edct_task import reply_scan
 from edct_task.core.records import EditInstruction
+from edct_task.reply_scan import Block, Statement
 from verification.edit_parsing import EditTarget, edit_type_from_word
+
+UnscoredKind = Literal["truncated", "malformed", "refused"]
+"""Why a reply is unscored, as a category (the engine adds ``transport`` for failed calls)."""
 
 T = TypeVar("T")
 
@@ -55,6 +73,9 @@ class Unparsed:
 
     reason: str
     """Why, in words a person reading the run log understands (``"AC score missing"``)."""
+    kind: UnscoredKind = "malformed"
+    """``truncated`` (cut at the token limit, or no complete verdict and no word on why the reply
+    ended), ``refused`` (the model declined) or ``malformed`` (it ended normally but cannot be read)."""
 
 
 ParseResult = Union[Parsed[T], Unparsed]  # noqa: UP007 - a generic alias needs typing.Union on 3.10
@@ -191,18 +212,36 @@ def strip_thinking(text: str) -> str:
     return _strip_thinking(text)[0]
 
 
-def _prepare(text: str) -> tuple[str, Unparsed | None]:
-    """Strip thinking; give an Unparsed when nothing is left."""
+def _prepare(text: str, finish_reason: str | None = None) -> tuple[str, Unparsed | None]:
+    """Strip thinking; an Unparsed for a cut or declined reply, or when nothing is left."""
     if not isinstance(text, str):
         return "", Unparsed(f"reply is not text but {type(text).__name__}")
+    if finish_reason == "length":
+        return "", Unparsed("reply cut at the token limit (finish_reason 'length')", "truncated")
+    if finish_reason == "content_filter":
+        return "", Unparsed("the server withheld the reply (finish_reason 'content_filter')", "refused")
     stripped, truncated = _strip_thinking(text)
     if stripped:
         return stripped, None
     if truncated:
-        return "", Unparsed("reply ends inside an unclosed thinking block (truncated reasoning?)")
+        return "", Unparsed(
+            "reply ends inside an unclosed thinking block (truncated reasoning?)", "truncated"
+        )
     if text.strip():
-        return "", Unparsed("reply is empty after removing its thinking")
-    return "", Unparsed("reply is empty")
+        return "", _missing("", finish_reason, "reply is empty after removing its thinking")
+    return "", _missing("", finish_reason, "reply is empty")
+
+
+def _missing(body: str, finish_reason: str | None, reason: str) -> Unparsed:
+    """No complete verdict: refused when the reply declines, else truncated or malformed.
+
+    Truncated when the backend did not say why the reply ended (it may have been cut short);
+    malformed when it says the reply ended normally.
+    """
+    if body and reply_scan.looks_refused(body):
+        first = body.strip().splitlines()[0][:80]
+        return Unparsed(f"the model declined: {first!r}", "refused")
+    return Unparsed(reason, "truncated" if finish_reason is None else "malformed")
 
 
 # --------------------------------------------------------------------------------------------
@@ -214,23 +253,39 @@ _TRAILING_COMMA_RE = re.compile(r",\s*([\]}])")
 _TYPOGRAPHIC_QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"', "‘": "'", "’": "'"})
 
 
-def _json_spans(text: str) -> list[str]:
-    """Outermost balanced ``[...]`` / ``{...}`` spans, in order, in one linear pass.
+@dataclass(frozen=True)
+class _Span:
+    start: int
+    end: int
+    text: str
+
+
+MAX_JSON_SPANS = 2000
+"""Only a reply's last this many bracketed spans are read as JSON (the verdict is at the end)."""
+_JSON_SPECIAL_RE = re.compile(r"[\[\]{}\"'\\\n]")
+
+
+def _json_spans(text: str) -> list[_Span]:
+    """The last ``MAX_JSON_SPANS`` outermost balanced ``[...]`` / ``{...}`` spans, in order, in one
+    linear pass.
 
     Quotes are only tracked inside brackets; a single-quoted string cannot cross a line (so an
-    apostrophe in bracketed prose does not swallow the rest of the reply).
+    apostrophe in bracketed prose does not swallow the rest of the reply). Only brackets, quotes,
+    backslashes and newlines are visited.
     """
-    spans: list[str] = []
+    spans: deque[_Span] = deque(maxlen=MAX_JSON_SPANS)
     stack: list[str] = []
     start = 0
     quote = ""
-    escaped = False
-    for i, ch in enumerate(text):
+    escaped_at = -1
+    for match in _JSON_SPECIAL_RE.finditer(text):
+        i, ch = match.start(), match.group()
         if quote:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
+            if escaped_at == i - 1:
+                escaped_at = -1
+                continue
+            if ch == "\\":
+                escaped_at = i
             elif ch == quote:
                 quote = ""
             elif ch == "\n" and quote == "'":
@@ -249,8 +304,8 @@ def _json_spans(text: str) -> list[str]:
                     continue
                 stack.pop()
                 if not stack:
-                    spans.append(text[start : i + 1])
-    return spans
+                    spans.append(_Span(start, i + 1, text[start : i + 1]))
+    return list(spans)
 
 
 def _load_lenient(span: str) -> tuple[bool, Any]:
@@ -262,6 +317,8 @@ def _load_lenient(span: str) -> tuple[bool, Any]:
         except (ValueError, RecursionError):
             pass
     for attempt in (attempts[1], attempts[1].translate(_TYPOGRAPHIC_QUOTES)):
+        if "'" not in attempt and '"' not in attempt:
+            break  # nothing a Python literal could add: no strings
         try:
             return True, ast.literal_eval(attempt)
         except Exception:  # literal_eval raises many kinds on arbitrary text
@@ -269,14 +326,53 @@ def _load_lenient(span: str) -> tuple[bool, Any]:
     return False, None
 
 
-def _json_values(text: str) -> list[Any]:
-    """All readable JSON(-ish) values in the reply, in order of appearance."""
-    values = []
+@dataclass(frozen=True)
+class _JsonValue:
+    start: int
+    end: int
+    value: Any
+
+
+def _json_values(text: str, *, objects_only: bool = False) -> tuple[list[_JsonValue], list[_Span]]:
+    """The readable JSON(-ish) values in the reply in order, and the spans that could not be read.
+
+    ``objects_only``: skip spans that cannot hold an object (no ``:``), for verdicts.
+    """
+    values: list[_JsonValue] = []
+    unread: list[_Span] = []
     for span in _json_spans(text):
-        ok, value = _load_lenient(span)
+        if objects_only and ":" not in span.text:
+            continue
+        if len(span.text) == 2:  # [] or {}
+            values.append(_JsonValue(span.start, span.end, [] if span.text == "[]" else {}))
+            continue
+        ok, value = _load_lenient(span.text)
         if ok:
-            values.append(value)
-    return values
+            values.append(_JsonValue(span.start, span.end, value))
+        else:
+            unread.append(span)
+    return values, unread
+
+
+def _outside(statements: list[Statement], values: list[_JsonValue]) -> list[Statement]:
+    """Statements not inside a JSON value (those are read as JSON)."""
+    if not values:
+        return statements
+    out, index = [], 0
+    for statement in statements:
+        while index < len(values) and values[index].end <= statement.start:
+            index += 1
+        if index < len(values) and values[index].start <= statement.start < values[index].end:
+            continue
+        out.append(statement)
+    return out
+
+
+def _keyed(value: Any) -> dict[str, Any]:
+    """A JSON object's items under letters-only, lower-case keys ({} for anything else)."""
+    if not isinstance(value, dict):
+        return {}
+    return {re.sub(r"[^a-z]", "", str(key).casefold()): item for key, item in value.items()}
 
 
 # --------------------------------------------------------------------------------------------
@@ -284,6 +380,7 @@ def _json_values(text: str) -> list[Any]:
 # --------------------------------------------------------------------------------------------
 
 _QUOTE_CHARS = "\"'“”‘’`"
+_PLACEHOLDERS = {"", "...", "…", "etc", "tbd", "n/a"}
 
 
 def _clean_item(text: str) -> str:
@@ -303,12 +400,18 @@ def _clean_item(text: str) -> str:
     return " ".join(text.split())
 
 
+def _is_placeholder(text: str) -> bool:
+    """A template's blank (``...``, ``<object>``) rather than content."""
+    value = text.strip().strip(_QUOTE_CHARS + " ").casefold()
+    return value in _PLACEHOLDERS or (value.startswith("<") and value.endswith(">"))
+
+
 def _dedupe(items: list[str], k: int) -> list[str]:
     seen: set[str] = set()
     out: list[str] = []
     for item in items:
         key = " ".join(item.casefold().split())
-        if not key or key in seen:
+        if not key or key in seen or _is_placeholder(item):
             continue
         seen.add(key)
         out.append(item)
@@ -321,13 +424,39 @@ def _dedupe(items: list[str], k: int) -> list[str]:
 # Concepts
 # --------------------------------------------------------------------------------------------
 
-_CONCEPT_KEYS = ("concepts", "visual_concepts", "concept_list", "items", "evidence")
+_CONCEPT_KEYS = ("concepts", "visualconcepts", "conceptlist", "items", "evidence")
 _ITEM_KEYS = ("concept", "name", "text", "description")
+_COMMENTARY = frozenset(
+    [
+        "note",
+        "notes",
+        "nb",
+        "excluded",
+        "exclusions",
+        "exclude",
+        "omitted",
+        "rejected",
+        "discarded",
+        "dropped",
+        "reasoning",
+        "rationale",
+        "justification",
+        "explanation",
+        "comments",
+        "comment",
+        "why",
+        "alternatives",
+        "alternative",
+        "not",
+        "also",
+        "caveats",
+    ]
+)
 
 
 def _concepts_from_json(value: Any) -> list[str] | None:
     if isinstance(value, dict):
-        lowered = {str(key).casefold().strip(): item for key, item in value.items()}
+        lowered = _keyed(value)
         for key in _CONCEPT_KEYS:
             if key in lowered:
                 return _concepts_from_json(lowered[key])
@@ -339,7 +468,7 @@ def _concepts_from_json(value: Any) -> list[str] | None:
         if isinstance(item, str):
             out.append(item)
         elif isinstance(item, dict):
-            lowered = {str(key).casefold().strip(): v for key, v in item.items()}
+            lowered = _keyed(item)
             found = next((lowered[key] for key in _ITEM_KEYS if isinstance(lowered.get(key), str)), None)
             if found is None:
                 return None
@@ -350,21 +479,23 @@ def _concepts_from_json(value: Any) -> list[str] | None:
 
 
 _LIST_ITEM_RE = re.compile(
-    r"^(?P<indent>[ \t]*)(?:[-*•+]|\(?\d{1,2}[.):]|\*\*\d{1,2}[.):]?\*\*|#{1,6}\s*\d{1,2}[.):]?)"
-    r"[ \t]+(?P<item>\S.*)$"
+    r"(?P<indent>[ \t]*)(?:[-*•+]|\(?\d{1,2}[.):]|\*\*\d{1,2}[.):]?\*\*|#{1,6}[ \t]?\d{1,2}[.):]?"
+    r"|\**concept[ \t]?\d{1,2}[.):]\**)"
+    r"[ \t]+(?P<item>\S.*)",
+    re.IGNORECASE,
 )
 # "**Red light** – because ..." / "**Red light**: ..." → the bold part; "**Concept 1:** X" → X
-_BOLD_HEAD_RE = re.compile(r"^\*\*(?P<bold>[^*]+?)\*\*\s*(?P<rest>.*)$")
-_LABEL_RE = re.compile(r"^(?:concept|item)\s*\d*\s*[:.)-]?$", re.IGNORECASE)
+_BOLD_HEAD_RE = re.compile(r"\*\*(?P<bold>[^*]{1,200})\*\*(?P<rest>.*)")
+_LABEL_RE = re.compile(r"(?:concept|item)[ \t]?\d{0,2}[ \t]?[:.)-]?", re.IGNORECASE)
 
 
 def _list_item_text(item: str) -> str:
     """One markdown list item as a concept (see ``parse_concepts`` for the bold-head rules)."""
     item = item.strip()
-    head = _BOLD_HEAD_RE.match(item)
+    head = _BOLD_HEAD_RE.fullmatch(item)
     if head is not None:
         bold, rest = head.group("bold").strip(), head.group("rest").strip()
-        if _LABEL_RE.match(bold):
+        if _LABEL_RE.fullmatch(bold):
             return _clean_item(rest.lstrip(":-–— ")) if rest else ""
         if bold.endswith(":") or not rest or rest[0] in ":-–—(":
             return _clean_item(bold.rstrip(":"))
@@ -373,17 +504,26 @@ def _list_item_text(item: str) -> str:
     return _clean_item(item)
 
 
-def _list_blocks(text: str) -> list[list[str]]:
+@dataclass(frozen=True)
+class _ListBlock:
+    start: int
+    items: list[str]
+
+
+def _list_blocks(text: str) -> list[_ListBlock]:
     """Blocks of markdown list items (top level only); blank and indented lines do not end a block."""
-    blocks: list[list[str]] = []
+    blocks: list[_ListBlock] = []
     current: list[str] = []
+    start = 0
     indent: int | None = None
-    for line in text.splitlines():
-        match = _LIST_ITEM_RE.match(line)
+    offset = 0
+    for line in text.split("\n"):
+        line_start, offset = offset, offset + len(line) + 1
+        match = _LIST_ITEM_RE.fullmatch(line)
         if match is not None:
             width = len(match.group("indent").expandtabs(4))
             if indent is None or not current:
-                indent = width
+                indent, start = width, line_start
             if width <= indent:
                 indent = width
                 current.append(match.group("item"))
@@ -391,24 +531,47 @@ def _list_blocks(text: str) -> list[list[str]]:
         if not line.strip() or (line[:1] in " \t" and current):
             continue
         if current:
-            blocks.append(current)
+            blocks.append(_ListBlock(start, current))
         current, indent = [], None
     if current:
-        blocks.append(current)
+        blocks.append(_ListBlock(start, current))
     return blocks
 
 
-def parse_concepts(text: str, k: int) -> ParseResult[list[str]]:
+def _commentary(text: str, start: int) -> bool:
+    """The block at ``start`` sits under a commentary heading (``Notes:``, ``Excluded:`` ...)."""
+    label = reply_scan.line_before(text, start)
+    words = re.findall(r"[A-Za-z]+", label[:80])
+    return bool(words) and words[0].casefold() in _COMMENTARY
+
+
+def _bare_list(text: str, span: _Span) -> list[str] | None:
+    """``[red traffic light, pedestrian]``: an unquoted list alone on its line (or after a label)."""
+    inner = span.text[1:-1]
+    if span.text[0] != "[" or not inner.strip() or any(c in inner for c in "[]{}\"'\n“”"):
+        return None
+    before = text[: span.start].rsplit("\n", 1)[-1].strip(" \t*_#>")
+    after = text[span.end :].split("\n", 1)[0].strip(" \t*_.")
+    if (before and not before.endswith(":")) or after:
+        return None
+    items = [_clean_item(item) for item in inner.split(",")]
+    if not all(items) or any(len(item) > 120 for item in items):
+        return None
+    return items
+
+
+def parse_concepts(text: str, k: int, *, finish_reason: str | None = None) -> ParseResult[list[str]]:
     """Read the extractor's list of concepts (SPEC §2.2).
 
     Accepted: a JSON array of strings (also inside code fences, with chatter around, single
     quotes, trailing commas, typographic quotes), an array of objects with a ``"concept"`` key, an
-    object with a ``"concepts"`` key, or a markdown list (``1.``, ``1)``, ``-``, ``*``, ``•``,
-    ``**1.**``). The last readable JSON value wins; without one, the last list block. In a list
-    item ``**Red light** – why ...`` gives ``Red light`` and ``**Concept 1:** red light`` gives
-    ``red light``. Items lose wrapping quotes, markdown emphasis and trailing ``, ; .``; empties
-    and duplicates (case- and whitespace-insensitive; the first spelling is kept) are dropped; at
-    most ``k`` are kept, in order.
+    object with a ``"concepts"`` key, an unquoted ``[a, b]`` on its own line, or a markdown list
+    (``1.``, ``1)``, ``-``, ``*``, ``•``, ``**1.**``, ``Concept 1:``). The last list that is not
+    under a commentary heading (``Notes:``, ``Excluded:`` ...) wins. In a list item ``**Red light**
+    – why ...`` gives ``Red light`` and ``**Concept 1:** red light`` gives ``red light``. Items lose
+    wrapping quotes, markdown emphasis and trailing ``, ; .``; empties, placeholders (``...``) and
+    duplicates (case- and whitespace-insensitive; the first spelling is kept) are dropped; at most
+    ``k`` are kept, in order.
 
     Parameters
     ----------
@@ -416,6 +579,8 @@ def parse_concepts(text: str, k: int) -> ParseResult[list[str]]:
         The extractor's reply.
     k : int
         The most concepts to keep (paper: 2); at least 1.
+    finish_reason : str or None
+        Why the reply ended, as the backend reported it (``"length"``: cut, so unscored).
 
     Returns
     -------
@@ -429,19 +594,27 @@ def parse_concepts(text: str, k: int) -> ParseResult[list[str]]:
     """
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
-    body, problem = _prepare(text)
+    body, problem = _prepare(text, finish_reason)
     if problem is not None:
         return problem
-    candidates = [c for c in (_concepts_from_json(v) for v in _json_values(body)) if c is not None]
-    if candidates:
-        concepts = _dedupe([_clean_item(item) for item in candidates[-1]], k)
-        if not concepts:
-            return Unparsed("concept list is empty")
-        return Parsed(concepts)
-    blocks = _list_blocks(body)
-    if not blocks:
-        return Unparsed("no JSON array or list found")
-    concepts = _dedupe([_list_item_text(item) for item in blocks[-1]], k)
+    values, unread = _json_values(body)
+    candidates: list[tuple[int, list[str]]] = []
+    for value in values:
+        found = _concepts_from_json(value.value)
+        if found is not None and not _commentary(body, value.start):
+            candidates.append((value.start, found))
+    for span in unread:
+        bare = _bare_list(body, span)
+        if bare is not None and not _commentary(body, span.start):
+            candidates.append((span.start, bare))
+    latest = max((c[0] for c in candidates), default=-1)
+    for block in _list_blocks(body):
+        if block.start > latest and not _commentary(body, block.start):
+            candidates.append((block.start, [_list_item_text(item) for item in block.items]))
+    if not candidates:
+        return _missing(body, finish_reason, "no JSON array or list found")
+    _, items = max(candidates, key=lambda c: c[0])
+    concepts = _dedupe([_clean_item(item) for item in items], k)
     if not concepts:
         return Unparsed("concept list is empty")
     return Parsed(concepts)
@@ -503,23 +676,52 @@ def _build_instructions(raw: list[dict[str, str]], n: int) -> ParseResult[list[E
         return Unparsed("no edit instructions found")
     out: list[EditInstruction] = []
     for index, fields in enumerate(raw[:n], start=1):
-        if not fields.get("change", "").strip():
+        change = fields.get("change", "").strip()
+        if not change:
             return Unparsed(f"edit {index} has no 'change'")
+        if _is_placeholder(change):
+            return Unparsed(f"edit {index} repeats the template's placeholder {change!r} as its 'change'")
         out.append(EditInstruction(**{name: fields.get(name, "").strip() for name in _FIELDS}))
     return Parsed(out)
 
 
+_LABELS = r"keep|changes?|how|constraints?|concept"
 _LABEL_LINE_RE = re.compile(
-    r"^[ \t>]*(?:[-*•+][ \t]+|\d{1,2}[.)][ \t]+)?(?:#{1,6}[ \t]*)?[*_]*[ \t]*"
-    r"(?P<label>keep|change|changes|how|constraints?|concept)[ \t]*(?:\([^()\n]{0,60}\))?"
-    r"[ \t]*[*_]*[ \t]*[:：][ \t]*[*_]*"
-    r"(?P<value>.*)$",
+    r"[ \t>]*(?:[-*•+][ \t]+|\d{1,2}[.)][ \t]+)?(?:#{1,6}[ \t]?)?[*_ \t]*"
+    rf"(?P<label>{_LABELS})[ \t]?(?:\([^()\n]{{0,60}}\))?"
+    r"[*_ \t]*[:：][*_]*"
+    r"(?P<value>.*)",
     re.IGNORECASE,
 )
+_INLINE_LABEL_RE = re.compile(rf"(?<![A-Za-z])(?:{_LABELS})[*_ \t]*[:：]", re.IGNORECASE)
 _EDIT_HEADER_RE = re.compile(
-    r"^[ \t>#*_-]*(?:edit|instruction|step)[ \t]*(?:#|no\.?)?[ \t]*\d{1,2}\b(?P<rest>.*)$",
+    r"[ \t>#*_-]*(?:edit|instruction|step)[ \t]?(?:#|no\.?)?[ \t]?\d{1,2}\b(?P<rest>.*)",
     re.IGNORECASE,
 )
+_FOR_RE = re.compile(r"\bfor[ \t]+(?P<concept>.+)", re.IGNORECASE)
+
+
+def _split_inline(line: str) -> list[str]:
+    """``1. For [x], Keep: … Change: … How: …`` → a ``Concept:`` line and one line per label."""
+    labels = list(_INLINE_LABEL_RE.finditer(line))
+    if len(labels) < 2:
+        return [line]
+    head = line[: labels[0].start()]
+    parts = [
+        line[a.start() : b.start()].rstrip(" \t,;")
+        for a, b in zip(labels, [*labels[1:], None], strict=False)
+        if b
+    ]
+    parts.append(line[labels[-1].start() :])
+    if _LABEL_LINE_RE.fullmatch(head.strip() + ":x") is None:  # "1. For [x]," / "Edit 1 (x):" heads
+        concept = _FOR_RE.search(head)
+        if concept is not None:
+            name = concept.group("concept").strip(" \t,;:*_-.").strip("[]")
+            if name:
+                return [f"Concept: {name}", *parts]
+        if _EDIT_HEADER_RE.fullmatch(head) is not None:
+            return [head, *parts]
+    return [head + parts[0], *parts[1:]] if head.strip() else parts
 
 
 def _text_instructions(body: str) -> list[dict[str, str]]:
@@ -528,13 +730,13 @@ def _text_instructions(body: str) -> list[dict[str, str]]:
     A new edit starts at an ``Edit N`` header or at a repeated label; in a reply without headers
     also at a label that goes back in the order concept, keep, change, how, constraints.
     """
-    lines = body.splitlines()
-    by_order = not any(_EDIT_HEADER_RE.match(line) for line in lines)
+    lines = [part for line in body.splitlines() for part in _split_inline(line)]
+    by_order = not any(_EDIT_HEADER_RE.fullmatch(line) for line in lines)
     edits: list[dict[str, str]] = []
     current: dict[str, str] = {}
     last_field: str | None = None
     for line in lines:
-        label = _LABEL_LINE_RE.match(line)
+        label = _LABEL_LINE_RE.fullmatch(line)
         if label is not None:
             name = _FIELD_ALIASES[label.group("label").casefold()]
             backwards = by_order and any(_FIELDS.index(seen) > _FIELDS.index(name) for seen in current)
@@ -544,20 +746,21 @@ def _text_instructions(body: str) -> list[dict[str, str]]:
             current[name] = _clean_value(label.group("value"))
             last_field = name
             continue
-        header = _EDIT_HEADER_RE.match(line)
+        header = _EDIT_HEADER_RE.fullmatch(line)
         if header is not None:
             if current:
                 edits.append(current)
             current, last_field = {}, None
             rest = header.group("rest").lstrip(" \t:*_.)-–—")
-            inline = _LABEL_LINE_RE.match(rest)
+            inline = _LABEL_LINE_RE.fullmatch(rest)
             if inline is not None:  # "Edit 1: Keep: ..." on one line
                 name = _FIELD_ALIASES[inline.group("label").casefold()]
                 current[name] = _clean_value(inline.group("value"))
                 last_field = name
                 continue
-            concept = re.sub(r"^[\s:*_().\-–—]+|[\s:*_().\-–—]+$", "", header.group("rest"))
-            concept = re.sub(r"^concept[ \t]*:[ \t]*", "", concept, flags=re.IGNORECASE)
+            concept = header.group("rest").strip(" \t:*_().-–—")
+            if concept[:8].casefold().startswith("concept"):
+                concept = concept[7:].lstrip(" \t:")
             if concept:
                 current["concept"] = _clean_value(concept)
             continue
@@ -579,17 +782,20 @@ def _clean_value(value: str) -> str:
     return " ".join(value.strip().split())
 
 
-def parse_instructions(text: str, n: int) -> ParseResult[list[EditInstruction]]:
+def parse_instructions(
+    text: str, n: int, *, finish_reason: str | None = None
+) -> ParseResult[list[EditInstruction]]:
     """Read the chain of edit instructions (SPEC §2.3).
 
     Accepted: a JSON array of objects (key names case-insensitive, ``constraint`` for
     ``constraints``; also one object, or an object wrapping the array under any key), or the
     labelled text form ``Edit 1:`` / ``Keep:`` / ``Change:`` / ``How:`` / ``Constraints:`` with
-    markdown bold, headers and bullets, and multi-line values. In the text form a new edit starts
+    markdown bold, headers and bullets, multi-line values, and all labels of an edit on one line
+    (``1. For [x], Keep: … Change: … How: … Constraints: …``). In the text form a new edit starts
     at an ``Edit N`` (``Instruction N``, ``Step N``) header or when a label repeats (without
-    headers, also when labels go back in the order concept/keep/change/how/constraints); text after the
-    header number ("Edit 1 (red light):") becomes the concept. Missing ``concept``, ``keep``,
-    ``how`` and ``constraints`` become ``""``.
+    headers, also when labels go back in the order concept/keep/change/how/constraints); text
+    after the header number ("Edit 1 (red light):") becomes the concept. Missing ``concept``,
+    ``keep``, ``how`` and ``constraints`` become ``""``. The last JSON array of edits wins.
 
     Parameters
     ----------
@@ -597,6 +803,8 @@ def parse_instructions(text: str, n: int) -> ParseResult[list[EditInstruction]]:
         The instruction writer's reply.
     n : int
         The number of edits asked for; more are cut to the first ``n``. At least 1.
+    finish_reason : str or None
+        Why the reply ended, as the backend reported it (``"length"``: cut, so unscored).
 
     Returns
     -------
@@ -611,10 +819,11 @@ def parse_instructions(text: str, n: int) -> ParseResult[list[EditInstruction]]:
     """
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
-    body, problem = _prepare(text)
+    body, problem = _prepare(text, finish_reason)
     if problem is not None:
         return problem
-    found = [d for d in (_instruction_dicts(v) for v in _json_values(body)) if d is not None]
+    values, _ = _json_values(body)
+    found = [d for d in (_instruction_dicts(v.value) for v in values) if d is not None]
     if found:
         raw: list[dict[str, str]] = []
         for obj in found[-1]:
@@ -627,7 +836,7 @@ def parse_instructions(text: str, n: int) -> ParseResult[list[EditInstruction]]:
         return _build_instructions(raw, n)
     raw = _text_instructions(body)
     if not raw:
-        return Unparsed("no JSON array of edits or 'Keep:/Change:' lines found")
+        return _missing(body, finish_reason, "no JSON array of edits or 'Keep:/Change:' lines found")
     return _build_instructions(raw, n)
 
 
@@ -637,245 +846,430 @@ def parse_instructions(text: str, n: int) -> ParseResult[list[EditInstruction]]:
 
 _TYPE_KEYS = ("type", "edittype", "edit", "kind", "operation", "action")
 _TARGET_KEYS = ("target", "object", "targetobject", "subject", "noun")
-_TYPE_LINE_RE = re.compile(
-    r"^[ \t>#*_-]*(?:edit[ \t_]*)?(?:type|kind|operation|action)[ \t]*[*_]*[ \t]*[:=][ \t*_\"'`]*"
-    r"(?P<value>[A-Za-z]+)",
-    re.IGNORECASE | re.MULTILINE,
-)
-_TARGET_LINE_RE = re.compile(
-    r"^[ \t>#*_-]*(?:target(?:[ \t_]*object)?|object)[ \t]*[*_]*[ \t]*[:=][ \t]*(?P<value>.+)$",
-    re.IGNORECASE | re.MULTILINE,
+_TARGET_LABEL_RE = re.compile(
+    r"(?<![A-Za-z0-9_])(?:(?:edit[ _]?)?(?:type|kind|operation|action)|target[ _]?object|target|object)"
+    r"(?![A-Za-z0-9_])",
+    re.IGNORECASE,
 )
 _BARE_RE = re.compile(
-    r"^[ \t*_`\"']*(?P<type>ADD|MODIFY|REMOVE)[ \t*_`\"']*[:,\-–—][ \t]*(?P<value>\S.*)$",
-    re.IGNORECASE | re.MULTILINE,
+    r"[ \t*_`\"'(]*(?P<type>ADD|MODIFY|REMOVE)[ \t*_`\"']*[:,\-–—][ \t]*(?P<value>\S.*)",
+    re.IGNORECASE,
 )
-_LEADING_ARTICLE_RE = re.compile(r"^(?:the|a|an)\s+", re.IGNORECASE)
+_LEADING_ARTICLE_RE = re.compile(r"(?:the|a|an)[ \t]+", re.IGNORECASE)
+
+
+def _target_label(label: str) -> str:
+    word = label.casefold()
+    return "target" if word.startswith(("target", "object")) else "type"
+
+
+def _read_target_value(text: str, pos: int) -> tuple[str, int] | None:
+    """The rest of the line, up to the next ``Type:``/``Target:`` label on it."""
+    end = text.find("\n", pos)
+    end = len(text) if end == -1 else end
+    search = pos
+    while (label := _TARGET_LABEL_RE.search(text, search, end)) is not None:
+        if reply_scan.after_separator(text, label.end()) is not None:
+            end = label.start()
+            break
+        search = label.end()
+    value = text[pos:end]
+    return (value, end) if value.strip(" \t,;|") else None
 
 
 def _clean_target(value: str) -> str:
-    value = _clean_item(value.strip().strip("{}[]"))
-    value = value.strip(_QUOTE_CHARS + " ")
-    return _LEADING_ARTICLE_RE.sub("", value).strip()
+    value = _clean_item(value.strip().strip("{}[]()"))
+    value = value.strip(_QUOTE_CHARS + " ").rstrip(")").strip()
+    return _LEADING_ARTICLE_RE.sub("", value, count=1) if _LEADING_ARTICLE_RE.match(value) else value
 
 
-def parse_edit_target(text: str) -> ParseResult[EditTarget]:
+def _text_targets(body: str, values: list[_JsonValue]) -> list[Block]:
+    """``Type:``/``Target:`` statements outside JSON (a target ends where the next label starts)."""
+    found = _outside(reply_scan.scan(body, _TARGET_LABEL_RE, _target_label, _read_target_value), values)
+    cut: list[Statement] = []
+    for statement, following in zip(found, [*found[1:], None], strict=False):
+        end = statement.end if following is None else min(statement.end, following.start)
+        value = body[statement.value_start : end].rstrip(" \t,;|")
+        if statement.name == "type":
+            word = re.match(r"[A-Za-z]+", value.strip(" *_`\"'"))
+            if word is None or " or " in value.casefold():  # '"ADD" or "MODIFY"': the template
+                continue
+            value = word.group(0)
+        elif _is_placeholder(value):
+            continue
+        cut.append(Statement(statement.name, statement.start, end, value, statement.value_start))
+    return reply_scan.blocks(reply_scan.mark_enclosed(body, cut))
+
+
+def parse_edit_target(text: str, *, finish_reason: str | None = None) -> ParseResult[EditTarget]:
     """Read the edit-parser LLM's reply: kind of edit and target object (SPEC §4 step 1).
 
     Accepted: a JSON object (``type``/``edit_type``/``kind`` and ``target``/``object``, any
-    case), ``Type: ...`` / ``Target: ...`` lines (markdown allowed), or a bare ``MODIFY: traffic
-    light``. Type synonyms: insert/introduce → ADD; change/replace/recolour/alter/swap → MODIFY;
-    delete/erase/eliminate → REMOVE (see ``verification.edit_parsing.edit_type_from_word``). The
-    target loses quotes, markdown and a leading article.
+    case), ``Type: ...`` / ``Target: ...`` lines or one line (``Type: MODIFY, Target: car``),
+    markdown allowed, or a bare ``MODIFY: traffic light`` / ``(MODIFY, traffic light)``. The last
+    complete pair wins. Type synonyms: insert/introduce → ADD; change/replace/recolour/alter/swap →
+    MODIFY; delete/erase/eliminate → REMOVE (see ``verification.edit_parsing.edit_type_from_word``).
+    The target loses quotes, markdown and a leading article.
 
     Parameters
     ----------
     text : str
         The edit parser's reply.
+    finish_reason : str or None
+        Why the reply ended, as the backend reported it (``"length"``: cut, so unscored).
 
     Returns
     -------
     Parsed[EditTarget] or Unparsed
     """
-    body, problem = _prepare(text)
+    body, problem = _prepare(text, finish_reason)
     if problem is not None:
         return problem
-    reason = "no edit type and target found"
-    for value in reversed(_json_values(body)):
-        if isinstance(value, list) and len(value) == 1:
-            value = value[0]
-        if not isinstance(value, dict):
+    values, _ = _json_values(body, objects_only=True)
+    candidates: list[tuple[int, str, str]] = []
+    partial_json = False
+    for value in values:
+        item = value.value[0] if isinstance(value.value, list) and len(value.value) == 1 else value.value
+        lowered = _keyed(item)
+        if not lowered:
             continue
-        lowered = {re.sub(r"[^a-z]", "", str(key).casefold()): item for key, item in value.items()}
         raw_type = next((lowered[key] for key in _TYPE_KEYS if isinstance(lowered.get(key), str)), None)
         raw_target = next((lowered[key] for key in _TARGET_KEYS if isinstance(lowered.get(key), str)), None)
         if raw_type is None or raw_target is None:
-            reason = "JSON object lacks 'type' or 'target'"
+            partial_json = True
             continue
-        edit_type = edit_type_from_word(raw_type)
-        if edit_type is None:
-            return Unparsed(f"unknown edit type {raw_type!r}")
-        target = _clean_target(raw_target)
-        if not target:
-            return Unparsed("edit target is empty")
-        return Parsed(EditTarget(edit_type, target))
-
-    types = _TYPE_LINE_RE.findall(body)
-    targets = _TARGET_LINE_RE.findall(body)
-    if types and targets:
-        edit_type = edit_type_from_word(types[-1])
-        if edit_type is None:
-            return Unparsed(f"unknown edit type {types[-1]!r}")
-        target = _clean_target(targets[-1])
-        if not target:
-            return Unparsed("edit target is empty")
-        return Parsed(EditTarget(edit_type, target))
-    bare = _BARE_RE.findall(body)
-    if bare:
-        raw_type, raw_target = bare[-1]
-        edit_type = edit_type_from_word(raw_type)
-        target = _clean_target(raw_target)
-        if edit_type is not None and target:
-            return Parsed(EditTarget(edit_type, target))
-    if types and not targets:
-        reason = "edit target missing"
-    elif targets and not types:
-        reason = "edit type missing"
-    return Unparsed(reason)
+        candidates.append((value.start, raw_type, raw_target))
+    statements_blocks = _text_targets(body, values)
+    outside = [b for b in statements_blocks if not any(s.enclosed for s in b.fields.values())]
+    for block in outside if any(b.has(("type", "target")) for b in outside) else statements_blocks:
+        if block.has(("type", "target")):
+            candidates.append((block.start, block.fields["type"].value, block.fields["target"].value))
+    offset = 0
+    for line in body.split("\n"):
+        bare = _BARE_RE.fullmatch(line)
+        if bare is not None:
+            candidates.append((offset, bare.group("type"), bare.group("value")))
+        offset += len(line) + 1
+    if not candidates:
+        types = any("type" in b.fields for b in statements_blocks)
+        targets = any("target" in b.fields for b in statements_blocks)
+        reason = "no edit type and target found"
+        if partial_json:
+            reason = "JSON object lacks 'type' or 'target'"
+        elif types and not targets:
+            reason = "edit target missing"
+        elif targets and not types:
+            reason = "edit type missing"
+        return _missing(body, finish_reason, reason)
+    _, raw_type, raw_target = max(candidates, key=lambda c: c[0])
+    edit_type = edit_type_from_word(raw_type)
+    if edit_type is None:
+        return Unparsed(f"unknown edit type {raw_type!r}")
+    target = _clean_target(raw_target)
+    if not target or _is_placeholder(target):
+        return Unparsed("edit target is empty")
+    return Parsed(EditTarget(edit_type, target))
 
 
 # --------------------------------------------------------------------------------------------
 # Judgements
 # --------------------------------------------------------------------------------------------
 
-_SCORE_VALUE = r"(?P<value>-?\d+(?:\.\d+)?(?:[ \t]*(?:/|out[ \t]+of)[ \t]*\d+(?:\.\d+)?)?|[A-Za-z]+)"
-_SEP = r"[ \t]*(?:\([^()\n]{0,60}\))?[ \t]*[*_]*[ \t]*(?:score|value)?[ \t]*[*_]*[ \t]*[:=][ \t]*[*_`]*[ \t]*"
+_BINARY_LABEL_RE = re.compile(
+    r"(?<![A-Za-z0-9_])(?:AC|EF|CCS|PCS|NCC|answer[ _-]consistency|explanation[ _-]faithfulness)"
+    r"(?![A-Za-z0-9_])",
+    re.IGNORECASE,
+)
+_BINARY_NAMES = {
+    "ac": "ac",
+    "pcs": "ac",
+    "answerconsistency": "ac",
+    "ef": "ef",
+    "ncc": "ef",
+    "explanationfaithfulness": "ef",
+    "ccs": "ccs",
+}
+_BINARY_REASON_KEYS = {
+    "ac": ("acreason", "pcsreason", "answerconsistencyreason", "acreasoning"),
+    "ef": ("efreason", "nccreason", "explanationfaithfulnessreason", "efreasoning"),
+}
+_REASON_LABEL_RE = re.compile(
+    r"(?<![A-Za-z0-9])(?:(?P<who>AC|EF|PCS|NCC|answer[ _-]consistency|explanation[ _-]faithfulness)[ _-]?)?"
+    r"(?:reason|reasoning|justification|rationale)(?![A-Za-z0-9])",
+    re.IGNORECASE,
+)
+_REASON_VALUE_RE = re.compile(r"[ \t*_]*[:=][ \t*_]*(?P<v>[^\n]*)")
 
 
-def _score_re(names: str) -> re.Pattern[str]:
-    return re.compile(rf"(?<![A-Za-z0-9_])(?:{names})\)?[*_]*{_SEP}{_SCORE_VALUE}", re.IGNORECASE)
+def _binary_label(label: str) -> str | None:
+    return _BINARY_NAMES.get(re.sub(r"[^a-z]", "", label.casefold()))
 
 
-_AC_RE = _score_re(r"AC|PCS|answer[ _-]consistency")
-_EF_RE = _score_re(r"EF|NCC|explanation[ _-]faithfulness")
-_CCS_RE = _score_re(r"CCS")
-_YES_NO = {"yes": 1, "true": 1, "no": 0, "false": 0}
-
-
-def _binary_value(raw: str) -> int | str | None:
-    """0/1 from a raw value; a message when it is a number that is not a binary score; None for prose."""
+def _binary_value(raw: str) -> int | str:
+    """0/1 from a raw value, or a message when it is not a binary score."""
     raw = raw.strip()
     word = raw.casefold()
     if word.isalpha():
-        return _YES_NO.get(word)
-    number = re.split(r"[ \t]*(?:/|out[ \t]+of)[ \t]*", raw)
-    if len(number) == 2 and float(number[1]) != 1:
+        return {"yes": 1, "true": 1, "no": 0, "false": 0}.get(word, f"{raw!r} is not 0 or 1")
+    parts = re.split(r"[ \t]{0,3}(?:/|out[ \t]of)[ \t]{0,3}", raw)
+    try:
+        numbers = [float(part) for part in parts]
+    except ValueError:
         return f"{raw!r} is not 0 or 1"
-    value = float(number[0])
-    if value in (0.0, 1.0):
-        return int(value)
+    if len(numbers) == 2 and numbers[1] != 1:
+        return f"{raw!r} is not 0 or 1"
+    if numbers[0] in (0.0, 1.0):
+        return int(numbers[0])
     return f"{raw!r} is not 0 or 1"
 
 
-def _last_binary(pattern: re.Pattern[str], body: str) -> tuple[int | str | None, set[int]]:
-    """The last readable binary statement and the set of all values stated."""
-    last: int | str | None = None
-    stated: set[int] = set()
-    for match in pattern.finditer(body):
-        value = _binary_value(match.group("value"))
-        if value is None:
+def _json_score_text(value: Any) -> str | None:
+    """A JSON score as text (``1``, ``"1"``, ``true``, ``{"score": 1}``); None when there is none."""
+    if isinstance(value, dict):
+        lowered = _keyed(value)
+        value = next((lowered[key] for key in ("score", "value", "rating") if key in lowered), None)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    return None
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    scores: dict[str, str]
+    reasons: dict[str, str]
+    start: int
+    end: int
+
+
+def _json_verdicts(
+    values: list[_JsonValue], names: dict[str, str], reasons: dict[str, tuple[str, ...]]
+) -> list[_Verdict]:
+    """Verdict objects among the reply's JSON values (one level of nesting is looked into)."""
+    out = []
+    for value in values:
+        for candidate in (value.value, *(_keyed(value.value).values())):
+            lowered = _keyed(candidate)
+            scores = {}
+            for key, item in lowered.items():
+                name = names.get(key)
+                text = _json_score_text(item)
+                if name is not None and text is not None and name not in scores:
+                    scores[name] = text
+            if scores:
+                found = {
+                    name: _field_text(next((lowered[k] for k in keys if k in lowered), ""))
+                    for name, keys in reasons.items()
+                }
+                for name, item in lowered.items():  # {"AC": {"score": 1, "reason": "..."}}
+                    inner = _keyed(item)
+                    if names.get(name) in reasons and "reason" in inner:
+                        found[names[name]] = _field_text(inner["reason"])
+                out.append(_Verdict(scores, found, value.start, value.end))
+                break
+    return out
+
+
+_Canon = Callable[[str], "str | None"]
+_Accept = Callable[[str, int], bool]
+
+
+def _text_verdicts(
+    body: str, labels: re.Pattern[str], canon: _Canon, values: list[_JsonValue], accept: _Accept | None
+) -> tuple[list[Block], list[Block]]:
+    """Blocks of labelled scores outside JSON: (those outside quotes and asides, all)."""
+    found = reply_scan.scan(body, labels, canon, reply_scan.read_score, accept)
+    found += reply_scan.table_statements(body, labels, canon, reply_scan.read_score)
+    found = reply_scan.mark_enclosed(body, _outside(sorted(found, key=lambda s: s.start), values))
+    return reply_scan.blocks(s for s in found if not s.enclosed), reply_scan.blocks(found)
+
+
+def _last_verdict(
+    body: str,
+    labels: re.Pattern[str],
+    canon: _Canon,
+    required: tuple[str, ...],
+    json_names: dict[str, str],
+    json_reasons: dict[str, tuple[str, ...]],
+    accept: _Accept | None = None,
+) -> tuple[_Verdict | None, list[Block]]:
+    """The last complete verdict (JSON or text); also the text blocks, for notes and reasons."""
+    values, _ = _json_values(body, objects_only=True)
+    verdicts = [
+        v for v in _json_verdicts(values, json_names, json_reasons) if all(n in v.scores for n in required)
+    ]
+    outside, every = _text_verdicts(body, labels, canon, values, accept)
+    for text_blocks in (outside, every):
+        complete = [
+            _Verdict({n: s.value for n, s in b.fields.items()}, {}, b.start, b.end)
+            for b in text_blocks
+            if b.has(required)
+        ]
+        if complete or verdicts:
+            return max([*verdicts, *complete], key=lambda v: v.start), outside
+    return None, every
+
+
+def _reason_before(body: str, end: int, who: str) -> str:
+    """The last ``<who> reason:`` line starting before ``end`` ("" for the plain ``REASON:``)."""
+    found = ""
+    for match in _REASON_LABEL_RE.finditer(body, 0, end):
+        label_who = _binary_label(match.group("who") or "") or ""
+        if label_who != who:
             continue
-        last = value
-        if isinstance(value, int):
-            stated.add(value)
-    return last, stated
+        value = _REASON_VALUE_RE.match(body, match.end())
+        if value is not None:
+            found = value.group("v")
+    return _clean_value(found)
 
 
-def _reason(names: str, body: str) -> str:
-    pattern = re.compile(
-        rf"(?<![A-Za-z0-9_])(?:{names})[ \t]*[_ -]?[ \t]*reason(?:ing)?"
-        r"[ \t]*[*_]*[ \t]*[:=][ \t]*[*_]*(?P<v>.*)$",
-        re.IGNORECASE | re.MULTILINE,
-    )
-    found = [m.group("v") for m in pattern.finditer(body)]
-    return _clean_value(found[-1]) if found else ""
-
-
-def parse_binary_judgement(text: str) -> ParseResult[BinaryJudgement]:
+def parse_binary_judgement(text: str, *, finish_reason: str | None = None) -> ParseResult[BinaryJudgement]:
     """Read the binary judge's verdict: AC, EF (and CCS) with their reasons (SPEC §2.7).
 
     Accepted forms of a score: ``AC: 1``, ``**AC**: 1``, ``**AC:** 1``, ``AC = 1``,
-    ``AC score: 1``, ``- AC: 1/1``, ``AC (answer consistency): 1``, ``Answer consistency: 1`` and
-    several on one line (``AC: 1 / EF: 0 / CCS: 0``). ``PCS`` = AC and ``NCC`` = EF. Values: see
-    the module docstring (0/1, 0.0/1.0, x/1, yes/no, true/false). The last statement of each
-    score wins. Reasons come from the last ``AC_REASON:`` / ``AC reason:`` (or ``PCS_REASON``)
-    line, likewise for EF.
+    ``AC score: 1``, ``- AC: 1/1``, ``AC (answer consistency): 1``, ``Answer consistency: 1``,
+    ``PCS: [1]``, ``| AC | 1 |``, a table with ``AC | EF`` as its header, several on one line
+    (``AC: 1 / EF: 0 / CCS: 0``) and JSON (``{"AC": 1, "EF": 0}``, any key case, ``ac_reason``
+    keys). ``PCS`` = AC and ``NCC`` = EF. Values: see the module docstring. The last block with
+    both AC and EF is the verdict. Reasons come from the verdict's JSON, else the last
+    ``AC_REASON:`` / ``AC reason:`` (or ``PCS_REASON``) line before the verdict ends, likewise EF.
 
     Parameters
     ----------
     text : str
         The binary judge's reply.
+    finish_reason : str or None
+        Why the reply ended, as the backend reported it (``"length"``: cut, so unscored).
 
     Returns
     -------
     Parsed[BinaryJudgement] or Unparsed
-        ``Unparsed`` when AC or EF is missing or its last statement is not a binary value.
+        ``Unparsed`` when no block holds both AC and EF, or the verdict's value is not binary.
     """
-    body, problem = _prepare(text)
+    body, problem = _prepare(text, finish_reason)
     if problem is not None:
         return problem
-    ac, ac_stated = _last_binary(_AC_RE, body)
-    ef, ef_stated = _last_binary(_EF_RE, body)
-    for name, value in (("AC", ac), ("EF", ef)):
-        if value is None:
-            return Unparsed(f"{name} score missing")
+    verdict, text_blocks = _last_verdict(
+        body, _BINARY_LABEL_RE, _binary_label, ("ac", "ef"), _BINARY_NAMES, _BINARY_REASON_KEYS
+    )
+    if verdict is None:
+        stated = {name for block in text_blocks for name in block.fields}
+        missing = "AC score missing" if "ac" not in stated else "EF score missing"
+        return _missing(body, finish_reason, missing)
+    scores = {name: _binary_value(verdict.scores[name]) for name in ("ac", "ef")}
+    for name, value in scores.items():
         if isinstance(value, str):
-            return Unparsed(f"{name} value {value}")
-    assert isinstance(ac, int) and isinstance(ef, int)
+            return Unparsed(f"{name.upper()} value {value}")
+    ac, ef = int(scores["ac"]), int(scores["ef"])
     ccs = ac * ef
     notes: list[str] = []
-    for name, stated, value in (("AC", ac_stated, ac), ("EF", ef_stated, ef)):
-        if len(stated) > 1:
-            notes.append(f"{name} stated with different values; the last ({value}) was used")
-    model_ccs, _ = _last_binary(_CCS_RE, body)
-    if isinstance(model_ccs, str):
-        notes.append(f"model's CCS {model_ccs}; recomputed as AC·EF = {ccs}")
-    elif model_ccs is not None and model_ccs != ccs:
-        notes.append(f"model's CCS {model_ccs} disagrees with AC·EF = {ccs}; recomputed")
+    for name, value in (("ac", ac), ("ef", ef)):
+        stated = {_binary_value(b.fields[name].value) for b in text_blocks if name in b.fields}
+        if len(stated - {value}) > 0:
+            notes.append(f"{name.upper()} stated with different values; the verdict's ({value}) was used")
+    if "ccs" in verdict.scores:
+        model_ccs = _binary_value(verdict.scores["ccs"])
+        if isinstance(model_ccs, str):
+            notes.append(f"model's CCS {model_ccs}; recomputed as AC·EF = {ccs}")
+        elif model_ccs != ccs:
+            notes.append(f"model's CCS {model_ccs} disagrees with AC·EF = {ccs}; recomputed")
+    reasons = {
+        who: verdict.reasons.get(who) or _reason_before(body, verdict.end, who) for who in ("ac", "ef")
+    }
     return Parsed(
         BinaryJudgement(
-            ac=ac,
-            ef=ef,
-            ccs=ccs,
-            ac_reason=_reason("AC|PCS|answer[ _-]consistency", body),
-            ef_reason=_reason("EF|NCC|explanation[ _-]faithfulness", body),
-            note="; ".join(notes),
+            ac=ac, ef=ef, ccs=ccs, ac_reason=reasons["ac"], ef_reason=reasons["ef"], note="; ".join(notes)
         )
     )
 
 
-_GRADED_RE = re.compile(
-    rf"(?<![A-Za-z0-9_])(?:final[ \t]+|overall[ \t]+|graded[ \t]+)?(?:score|rating|grade)[*_]*{_SEP}"
-    r"(?P<value>-?\d+(?:\.\d+)?(?:[ \t]*(?:/|out[ \t]+of)[ \t]*\d+(?:\.\d+)?)?)",
-    re.IGNORECASE,
+_GRADED_LABEL_RE = re.compile(r"(?<![A-Za-z0-9_])(?:scores?|rating|grade|CCS)(?![A-Za-z0-9_])", re.IGNORECASE)
+_GRADED_PREFIXES = frozenset(
+    [
+        "final",
+        "overall",
+        "graded",
+        "holistic",
+        "total",
+        "my",
+        "the",
+        "your",
+        "a",
+        "judge",
+        "judgement",
+        "judgment",
+        "ccs",
+    ]
 )
+_GRADED_JSON_NAMES = {
+    name: "score"
+    for name in ("score", "rating", "grade", "ccs", "finalscore", "overallscore", "gradedscore", "ccsgraded")
+}
+_GRADED_REASON_KEYS = {"": ("reason", "reasoning", "justification", "rationale", "explanation")}
 
 
-def parse_graded_judgement(text: str) -> ParseResult[GradedJudgement]:
+def _graded_label_ok(body: str, start: int) -> bool:
+    """A score label is the verdict's unless a foreign word qualifies it (``Confidence score``)."""
+    head = body[max(0, start - 24) : start].rsplit("\n", 1)[-1].rstrip(" \t*_#")
+    word = re.search(r"[A-Za-z]+\Z", head)
+    return word is None or word.group(0).casefold() in _GRADED_PREFIXES
+
+
+def parse_graded_judgement(text: str, *, finish_reason: str | None = None) -> ParseResult[GradedJudgement]:
     """Read the graded judge's verdict: a score 1..5 and its reason (SPEC §2.7).
 
     Accepted: ``SCORE: 4``, ``Score: 4/5``, ``**Score:** 4``, ``**Score**: 4``, ``Final score:
-    4``, ``Score = 4``, ``Rating: 4 out of 5``, ``4.0``. The last statement wins. The reason is
-    the last ``REASON:`` line.
+    4``, ``Score = 4``, ``Rating: 4 out of 5``, ``4.0``, the paper's ``<Final Scores> CCS: 4
+    </Final Scores>`` and ``Final Scores: 3``, JSON (``{"reason": ..., "score": 4}``). A score
+    qualified by another word (``Confidence score: 0.9``) is not the verdict. The last score is the
+    verdict. The reason is the JSON's ``reason``, else the last ``REASON:`` line before the verdict.
 
     Parameters
     ----------
     text : str
         The graded judge's reply.
+    finish_reason : str or None
+        Why the reply ended, as the backend reported it (``"length"``: cut, so unscored).
 
     Returns
     -------
     Parsed[GradedJudgement] or Unparsed
-        ``Unparsed`` when no score is found or the last one is not a whole number in 1..5 on a
+        ``Unparsed`` when no score is found or the verdict is not a whole number in 1..5 on a
         5-point scale.
     """
-    body, problem = _prepare(text)
+    body, problem = _prepare(text, finish_reason)
     if problem is not None:
         return problem
-    matches = list(_GRADED_RE.finditer(body))
-    if not matches:
-        return Unparsed("score missing")
-    raw = matches[-1].group("value").strip()
-    parts = re.split(r"[ \t]*(?:/|out[ \t]+of)[ \t]*", raw)
-    if len(parts) == 2 and float(parts[1]) != 5:
+    verdict, _ = _last_verdict(
+        body,
+        _GRADED_LABEL_RE,
+        lambda label: "score",
+        ("score",),
+        _GRADED_JSON_NAMES,
+        _GRADED_REASON_KEYS,
+        accept=_graded_label_ok,
+    )
+    if verdict is None:
+        return _missing(body, finish_reason, "score missing")
+    raw = verdict.scores["score"].strip()
+    parts = re.split(r"[ \t]{0,3}(?:/|out[ \t]of)[ \t]{0,3}", raw)
+    try:
+        numbers = [float(part) for part in parts]
+    except ValueError:
+        return Unparsed(f"score {raw!r} is not a number")
+    if len(numbers) == 2 and numbers[1] != 5:
         return Unparsed(f"score {raw} is not on the 1–5 scale")
-    value = float(parts[0])
+    value = numbers[0]
     if not 1 <= value <= 5:
         return Unparsed(f"score {parts[0]} outside 1–5")
     if not value.is_integer():
         return Unparsed(f"score {parts[0]} is not a whole number")
     score = int(value)
-    return Parsed(GradedJudgement(score=score, normalised=(score - 1) / 4, reason=_reason("", body)))
+    reason = verdict.reasons.get("") or _reason_before(body, verdict.end, "")
+    return Parsed(GradedJudgement(score=score, normalised=(score - 1) / 4, reason=reason))
 
 
 __all__ = [
@@ -885,6 +1279,7 @@ __all__ = [
     "ParseResult",
     "Parsed",
     "Unparsed",
+    "UnscoredKind",
     "parse_binary_judgement",
     "parse_concepts",
     "parse_edit_target",

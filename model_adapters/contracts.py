@@ -24,13 +24,32 @@ class ChatMessage:
 
 
 @dataclass(frozen=True)
+class ReplySchema:
+    """A JSON schema the reply should follow (OpenAI ``response_format`` ``json_schema``).
+
+    The protocol attaches one to every text-LLM request of a known reply kind; a backend that can
+    constrain its output (``openai-chat`` with ``structured`` not ``off``) sends it, others ignore it.
+    ``schema`` is the schema as JSON text, so the value stays hashable.
+    """
+
+    name: str
+    schema: str
+
+
+@dataclass(frozen=True)
 class GenerationParams:
-    """Decoding parameters; recorded in results and part of every cache key."""
+    """Decoding parameters; recorded in results and part of every cache key.
+
+    ``reply_schema`` is left out of ``as_dict``: it follows from the prompt template (which every
+    text-LLM cache key holds) and whether it is sent follows from the backend's identity
+    (``structured``).
+    """
 
     max_new_tokens: int = 4096
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int = 0
+    reply_schema: ReplySchema | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -57,11 +76,15 @@ class Completion:
     ``text`` is the message content exactly as received (inline ``<think>`` blocks included; the
     protocol's parsers strip them). ``reasoning`` is reasoning the server returned *separately*
     (``reasoning_content``); it is kept for audit and never pasted into ``text``.
+    ``finish_reason`` is why generation stopped, as the server said (``"stop"``, ``"length"`` at the
+    token limit, ``"content_filter"``…; None when the backend does not say): the parsers read a
+    reply cut at the limit as truncated, never as a verdict.
     """
 
     text: str
     reasoning: str | None = None
     usage: TokenUsage | None = None
+    finish_reason: str | None = None
 
 
 @runtime_checkable

@@ -34,11 +34,23 @@ Options (``roles.<role>:`` in the run config)::
     dead_after: 3                      # consecutive endpoint failures before leaving the rotation
     cooldown_s: 30                     # before a health check (GET <base>/<health_path>)
     health_path: models
+    structured: auto                   # auto | json_schema | off: the reply's JSON schema (see below)
+
+Structured replies: the engine attaches a JSON schema to every extractor, edit-parser and judge
+request (``edct_task.reply_schemas``; reasons before scores). ``json_schema`` sends it as
+``response_format: {"type": "json_schema", "json_schema": {"name", "schema", "strict": true}}``,
+which OpenAI, OpenRouter and vLLM's structured outputs accept; a server that rejects it fails the
+call. ``auto`` (the default) sends it too, but a server that rejects it (HTTP 400/422 naming
+``response_format``, ``json_schema``, structured or guided output) has declared that it does not
+support it: the request is resent as plain text and the role stays on text for the rest of the run
+(logged once). ``off`` never sends it. The target role never gets a schema.
 """
 
 from __future__ import annotations
 
 import copy
+import json
+import logging
 import os
 import threading
 import time
@@ -77,6 +89,9 @@ from model_adapters.transport import (
 )
 from model_adapters.usage import Prices, UsageMeter
 
+log = logging.getLogger(__name__)
+_SCHEMA_WORDS = ("response_format", "json_schema", "structured", "guided", "grammar", "schema")
+
 OPTIONS = frozenset(
     {
         "model",
@@ -96,8 +111,10 @@ OPTIONS = frozenset(
         "dead_after",
         "cooldown_s",
         "health_path",
+        "structured",
     }
 )
+STRUCTURED_MODES = ("auto", "json_schema", "off")
 RETIRED = ("backoff_base_s", "backoff_max_s")
 """Options of the hand-written client; the openai client backs off by itself."""
 _DECODING_FIELDS = ("temperature", "top_p", "seed")
@@ -113,6 +130,7 @@ class ChatSettings:
     max_tokens_cap: int | None = None
     omit: tuple[str, ...] = ()
     extra_body: Mapping[str, Any] | None = None
+    structured: str = "auto"
 
     def identity(self, backend: str) -> dict[str, Any]:
         return {
@@ -123,6 +141,17 @@ class ChatSettings:
             "max_tokens_cap": self.max_tokens_cap,
             "omit": list(self.omit),
             "extra_body": copy.deepcopy(dict(self.extra_body or {})),
+            "structured": self.structured,
+        }
+
+    def response_format(self, params: GenerationParams) -> dict[str, Any] | None:
+        """The ``response_format`` of a request: the reply's JSON schema, unless ``structured: off``."""
+        schema = params.reply_schema
+        if schema is None or self.structured == "off":
+            return None
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": schema.name, "schema": json.loads(schema.schema), "strict": True},
         }
 
     def request_fields(self, params: GenerationParams) -> dict[str, Any]:
@@ -196,15 +225,29 @@ class ChatClient:
             http_client=httpx2.Client(transport=routed, timeout=timeout, follow_redirects=False),
         )
         self._request_headers = {} if api_key else {"Authorization": openai.Omit()}
+        self.schema_rejected = False
+        """``structured: auto`` and the server rejected a JSON schema: text from now on."""
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
 
     # -- one request ------------------------------------------------------------------------------
     def chat(
-        self, messages: list[dict[str, Any]], params: GenerationParams, *, images: int = 0
+        self,
+        messages: list[dict[str, Any]],
+        params: GenerationParams,
+        *,
+        images: int = 0,
+        structured: bool = False,
     ) -> Completion:
-        """The first choice as a ``Completion``; raises ``BackendError``."""
-        return completion_of(self.create(messages, params, images=images))
+        """The first choice as a ``Completion``; raises ``BackendError``.
+
+        ``structured``: send the params' reply schema as ``response_format`` (see the module
+        docstring for ``structured: auto``).
+        """
+        response_format = self.settings.response_format(params) if structured else None
+        if response_format is not None and self.schema_rejected:
+            response_format = None
+        return completion_of(self.create(messages, params, images=images, response_format=response_format))
 
     def create(
         self,
@@ -213,9 +256,13 @@ class ChatClient:
         *,
         images: int = 0,
         extra_body: Mapping[str, Any] | None = None,
+        response_format: Mapping[str, Any] | None = None,
     ) -> ChatCompletion:
         """One chat completion (the client retries); the reply has at least one choice."""
         body = {**copy.deepcopy(dict(self.settings.extra_body or {})), **(extra_body or {})}
+        fields = self.settings.request_fields(params)
+        if response_format is not None:
+            fields["response_format"] = response_format
         self.usage.record_request(images=images)
         try:
             reply = self.openai.chat.completions.create(
@@ -223,10 +270,19 @@ class ChatClient:
                 messages=messages,  # type: ignore[arg-type]  # plain dicts, as the API documents them
                 extra_body=body or None,
                 extra_headers=self._request_headers,
-                **self.settings.request_fields(params),
+                **fields,
             )
         except Exception as exc:  # the client's errors, and anything unexpected: one boundary
             self.usage.record_failure()
+            if response_format is not None and self.settings.structured == "auto" and _rejects_schema(exc):
+                if not self.schema_rejected:
+                    log.warning(
+                        "%s rejected the reply's JSON schema (%s); structured: auto falls back to text",
+                        self.what,
+                        self.scrub(str(exc))[:200],
+                    )
+                self.schema_rejected = True
+                return self.create(messages, params, images=images, extra_body=extra_body)
             raise backend_error(exc, self.what, self.scrub, key_env=self.key_env) from None
         self.usage.record_success(token_usage(reply.usage), reported_cost=extra_field(reply.usage, "cost"))
         return reply
@@ -262,6 +318,14 @@ def _default_headers(api_key: str | None, headers: Mapping[str, str]) -> dict[st
     out.update(headers)
     out["Authorization"] = f"Bearer {api_key}" if api_key else openai.Omit()
     return out
+
+
+def _rejects_schema(exc: Exception) -> bool:
+    """A 400/422 that names the response format: the server does not do structured output."""
+    if not isinstance(exc, (openai.BadRequestError, openai.UnprocessableEntityError)):
+        return False
+    text = str(exc).casefold()
+    return any(word in text for word in _SCHEMA_WORDS)
 
 
 def _capture(fn: Callable[[Any], Any], item: Any) -> Any:
@@ -329,7 +393,7 @@ class OpenAIText(_ChatBackend):
     def complete(self, prompt: str, params: GenerationParams) -> Completion:
         if not prompt.strip():
             raise BadInput("empty prompt")
-        return self.client.chat([{"role": "user", "content": prompt}], params)
+        return self.client.chat([{"role": "user", "content": prompt}], params, structured=True)
 
 
 def client_from_options(
@@ -365,6 +429,9 @@ def client_from_options(
     extra = options.get("extra_body") or {}
     if not isinstance(extra, Mapping) or {"model", "messages"} & set(extra):
         raise OptionsError("extra_body must be a mapping and may not set model or messages")
+    structured = options.get("structured", "auto")
+    if structured not in STRUCTURED_MODES:
+        raise OptionsError(f"structured must be one of {', '.join(STRUCTURED_MODES)}, not {structured!r}")
     cap = options.get("max_tokens_cap")
     settings = ChatSettings(
         model=model,
@@ -373,6 +440,7 @@ def client_from_options(
         max_tokens_cap=None if cap is None else int(cap),
         omit=omit,
         extra_body=dict(extra),
+        structured=structured,
     )
     return ChatClient(
         settings,

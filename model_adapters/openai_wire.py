@@ -96,18 +96,27 @@ def _malformed(response: httpx2.Response, message: str) -> httpx2.Response:
 
 
 def completion_of(reply: ChatCompletion) -> Completion:
-    """The first choice's text, its separately returned reasoning, and the reply's token usage."""
-    message = reply.choices[0].message
+    """The first choice's text, its separately returned reasoning, token usage and finish reason.
+
+    A ``refusal`` without content (OpenAI's structured outputs) becomes the text with the finish
+    reason ``content_filter``, so the parsers record it as refused.
+    """
+    choice = reply.choices[0]
+    message = choice.message
     content: Any = message.content
     if isinstance(content, list):  # content parts
         content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    finish_reason = choice.finish_reason
     if content is None:
         content = message.refusal or ""
+        if message.refusal:  # the model declined (structured outputs say so in ``refusal``)
+            finish_reason = "content_filter"
     reasoning = extra_field(message, "reasoning_content") or extra_field(message, "reasoning")
     return Completion(
         text=str(content),
         reasoning=reasoning if isinstance(reasoning, str) and reasoning.strip() else None,
         usage=token_usage(reply.usage),
+        finish_reason=str(finish_reason) if finish_reason else None,
     )
 
 

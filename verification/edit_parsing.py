@@ -227,7 +227,8 @@ _VERB_RE = re.compile(
 )
 
 _CHANGE_LINE_RE = re.compile(
-    r"^[ \t>#*_-]*(?:\d+[.)]\s*)?[*_]*change[*_]*\s*[:：][*_]*[ \t]*(?P<value>.*)$",
+    # one character class per run, no two overlapping runs side by side: linear on any text
+    r"^[ \t>#*_-]*(?:\d{1,3}[.)][ \t]*[*_]*)?change[*_]*[ \t]*[:：][*_]*[ \t]*(?P<value>.*)$",
     re.IGNORECASE | re.MULTILINE,
 )
 

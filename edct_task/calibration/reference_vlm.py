@@ -69,7 +69,7 @@ class ReferenceVLM:
         out: list[Completion | Exception] = []
         for conversation in conversations:
             try:
-                out.append(Completion(self._reply(conversation)))
+                out.append(Completion(self._reply(conversation), finish_reason="stop"))
             except BadInput as exc:
                 out.append(exc)
         return out

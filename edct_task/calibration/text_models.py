@@ -138,7 +138,7 @@ class RuleBasedLLM:
         return {"backend": "calibration-rules", "version": VERSION}
 
     def complete(self, prompt: str, params: GenerationParams) -> Completion:
-        return Completion(self._reply(prompt))
+        return Completion(self._reply(prompt), finish_reason="stop")
 
     def _reply(self, prompt: str) -> str:
         kind = identify(prompt)

@@ -63,12 +63,26 @@ class Exchange(Record):
     )
 
 
+UnscoredReason = Literal["truncated", "malformed", "refused", "transport"]
+"""Why a text-LLM output is unscored: cut short, unreadable, declined, or the call failed."""
+
+
 class LLMOutput(Record):
     """A text-LLM call whose reply was parsed: the raw reply is kept for audit."""
 
     raw: str | None = Field(default=None, description="The reply as received (None when the call failed).")
     error: str | None = Field(
         default=None, description="Why the call failed or could not be parsed; None on success."
+    )
+    finish_reason: str | None = Field(
+        default=None,
+        description="Why the reply ended, as the server said ('stop', 'length' …); parsers read 'length' "
+        "as truncated, so re-parsing ``raw`` needs it.",
+    )
+    unscored: UnscoredReason | None = Field(
+        default=None,
+        description="The category of ``error``: truncated (cut at the token limit or no complete "
+        "verdict), malformed, refused, or transport (the call failed); None on success.",
     )
 
 

@@ -23,6 +23,7 @@ from edct_task.core.requests import AskLLM, AskTarget, EditedImage, EditImage, F
 from edct_task.engine.protocol import ProtocolConfig
 from edct_task.engine.stage_cache import ImageStore
 from edct_task.engine.storage import storage_error
+from edct_task.reply_schemas import reply_schema
 from model_adapters.contracts import (
     ChatMessage,
     Completion,
@@ -157,10 +158,10 @@ class TargetHandler:
 
     def encode(self, reply: object) -> dict[str, Any]:
         assert isinstance(reply, Completion)
-        return {"text": reply.text, "reasoning": reply.reasoning}
+        return {"text": reply.text, "reasoning": reply.reasoning, "finish_reason": reply.finish_reason}
 
     def decode(self, value: dict[str, Any]) -> object:
-        return Completion(value["text"], value.get("reasoning"))
+        return Completion(value["text"], value.get("reasoning"), finish_reason=value.get("finish_reason"))
 
 
 def _completion_reply(stage: str, out: object) -> object:
@@ -198,6 +199,7 @@ class LLMHandler:
             max_new_tokens=request.max_new_tokens,
             temperature=request.temperature,
             seed=self.seed + request.sample,
+            reply_schema=reply_schema(request.template),
         )
 
     def key(self, request: AskLLM) -> dict[str, Any]:

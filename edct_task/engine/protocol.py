@@ -129,6 +129,11 @@ def _raw(reply: object) -> str | Failure:
     return reply.text
 
 
+def _finish(reply: object) -> str | None:
+    """Why the backend says the reply ended (``"length"``: cut at the token limit); None if unknown."""
+    return reply.finish_reason if isinstance(reply, Completion) else None
+
+
 def _text(reply: object) -> str | Failure:
     """A target reply with thinking text stripped."""
     raw = _raw(reply)
@@ -183,22 +188,42 @@ def _judge_requests(
 def _binary(reply: object) -> BinaryScore:
     text = _raw(reply)
     if isinstance(text, Failure):
-        return BinaryScore(error=text.describe())
-    parsed = parsing.parse_binary_judgement(text)
+        return BinaryScore(error=text.describe(), unscored="transport")
+    parsed = parsing.parse_binary_judgement(text, finish_reason=_finish(reply))
     if isinstance(parsed, parsing.Unparsed):
-        return BinaryScore(raw=text, error=f"unparseable judgement: {parsed.reason}")
+        return BinaryScore(
+            raw=text,
+            finish_reason=_finish(reply),
+            error=f"unparseable judgement: {parsed.reason}",
+            unscored=parsed.kind,
+        )
     v = parsed.value
-    return BinaryScore(raw=text, ac=v.ac, ef=v.ef, ac_reason=v.ac_reason, ef_reason=v.ef_reason, note=v.note)
+    return BinaryScore(
+        raw=text,
+        finish_reason=_finish(reply),
+        ac=v.ac,
+        ef=v.ef,
+        ac_reason=v.ac_reason,
+        ef_reason=v.ef_reason,
+        note=v.note,
+    )
 
 
 def _graded(reply: object) -> GradedScore:
     text = _raw(reply)
     if isinstance(text, Failure):
-        return GradedScore(error=text.describe())
-    parsed = parsing.parse_graded_judgement(text)
+        return GradedScore(error=text.describe(), unscored="transport")
+    parsed = parsing.parse_graded_judgement(text, finish_reason=_finish(reply))
     if isinstance(parsed, parsing.Unparsed):
-        return GradedScore(raw=text, error=f"unparseable judgement: {parsed.reason}")
-    return GradedScore(raw=text, score=parsed.value.score, reason=parsed.value.reason)
+        return GradedScore(
+            raw=text,
+            finish_reason=_finish(reply),
+            error=f"unparseable judgement: {parsed.reason}",
+            unscored=parsed.kind,
+        )
+    return GradedScore(
+        raw=text, finish_reason=_finish(reply), score=parsed.value.score, reason=parsed.value.reason
+    )
 
 
 def _with_judgements(step: ChainStep, replies: Sequence[object], cfg: ProtocolConfig) -> ChainStep:
@@ -270,7 +295,7 @@ def _edit_target(instruction: EditInstruction, reply: object | None) -> EditTarg
         if isinstance(text, Failure):
             note = f"edit parser failed ({text.describe()}); rule-based fallback"
         else:
-            parsed = parsing.parse_edit_target(text)
+            parsed = parsing.parse_edit_target(text, finish_reason=_finish(reply))
             if isinstance(parsed, parsing.Parsed):
                 return EditTargetRecord(edit_type=parsed.value.type, target=parsed.value.target, source="llm")
             note = f"edit parser reply unparseable ({parsed.reason}); rule-based fallback"
@@ -326,14 +351,19 @@ def sample_protocol(sample: SampleInput, cfg: ProtocolConfig) -> Protocol:
     )
     text = _raw(reply)
     if isinstance(text, Failure):
-        record["concepts"] = ConceptsRecord(error=text.describe())
+        record["concepts"] = ConceptsRecord(error=text.describe(), unscored="transport")
         return finish("unscored", f"concept extraction failed: {text.describe()}")
-    parsed_concepts = parsing.parse_concepts(text, cfg.k)
+    parsed_concepts = parsing.parse_concepts(text, cfg.k, finish_reason=_finish(reply))
     if isinstance(parsed_concepts, parsing.Unparsed):
-        record["concepts"] = ConceptsRecord(raw=text, error=parsed_concepts.reason)
+        record["concepts"] = ConceptsRecord(
+            raw=text,
+            finish_reason=_finish(reply),
+            error=parsed_concepts.reason,
+            unscored=parsed_concepts.kind,
+        )
         return finish("unscored", f"concept extraction unparseable: {parsed_concepts.reason}")
     concepts = tuple(parsed_concepts.value)
-    record["concepts"] = ConceptsRecord(raw=text, concepts=concepts)
+    record["concepts"] = ConceptsRecord(raw=text, finish_reason=_finish(reply), concepts=concepts)
 
     # Stage 3: the whole chain of edit instructions in one call.
     (reply,) = yield (
@@ -351,17 +381,19 @@ def sample_protocol(sample: SampleInput, cfg: ProtocolConfig) -> Protocol:
     )
     text = _raw(reply)
     if isinstance(text, Failure):
-        record["instructions"] = InstructionsRecord(error=text.describe())
+        record["instructions"] = InstructionsRecord(error=text.describe(), unscored="transport")
         return finish("unscored", f"instruction writing failed: {text.describe()}")
-    parsed_instr = parsing.parse_instructions(text, len(concepts))
+    parsed_instr = parsing.parse_instructions(text, len(concepts), finish_reason=_finish(reply))
     if isinstance(parsed_instr, parsing.Unparsed):
-        record["instructions"] = InstructionsRecord(raw=text, error=parsed_instr.reason)
+        record["instructions"] = InstructionsRecord(
+            raw=text, finish_reason=_finish(reply), error=parsed_instr.reason, unscored=parsed_instr.kind
+        )
         return finish("unscored", f"edit instructions unparseable: {parsed_instr.reason}")
     chain = tuple(
         ins if ins.concept else ins.model_copy(update={"concept": concept})
         for ins, concept in zip(parsed_instr.value, concepts, strict=False)
     )
-    record["instructions"] = InstructionsRecord(raw=text, instructions=chain)
+    record["instructions"] = InstructionsRecord(raw=text, finish_reason=_finish(reply), instructions=chain)
 
     # Stages 4–7 for every edit of the chain.
     steps: list[ChainStep] = []

@@ -59,7 +59,7 @@ def _reply(score: BinaryScore | GradedScore | None) -> object:
     """What the judge sent, as the protocol received it: its raw text, or the failure."""
     if score is None or score.raw is None:
         return Failure("recorded", (score.error if score else None) or "no reply recorded")
-    return Completion(text=score.raw)
+    return Completion(text=score.raw, finish_reason=score.finish_reason)
 
 
 def _recorded_replies(step: ChainStep, cfg: ProtocolConfig, where: str) -> list[object]:
@@ -188,7 +188,7 @@ def _check_extraction(record: SampleRecord, cfg: ProtocolConfig, where: str) -> 
         if part is not None and part.error is None and part.raw is None:
             raise Mismatch("verdict_mismatch", f"{where}: {name} recorded without the extractor's reply")
     if concepts is not None and concepts.raw is not None:
-        parsed = parsing.parse_concepts(concepts.raw, cfg.k)
+        parsed = parsing.parse_concepts(concepts.raw, cfg.k, finish_reason=concepts.finish_reason)
         ok = (
             isinstance(parsed, parsing.Parsed) and tuple(parsed.value) == concepts.concepts
             if concepts.error is None
@@ -199,7 +199,9 @@ def _check_extraction(record: SampleRecord, cfg: ProtocolConfig, where: str) -> 
                 "verdict_mismatch", f"{where}: the extractor's raw reply does not give its concepts"
             )
     if instructions is not None and instructions.raw is not None and concepts is not None:
-        parsed_i = parsing.parse_instructions(instructions.raw, len(concepts.concepts))
+        parsed_i = parsing.parse_instructions(
+            instructions.raw, len(concepts.concepts), finish_reason=instructions.finish_reason
+        )
         if instructions.error is None:
             chain = (
                 tuple(

@@ -46,6 +46,8 @@ class FastPathOutcome:
     """lmms-eval's results dict, as written by its ``EvaluationTracker``."""
     records: list[SampleRecord]
     """The sample records, in document order."""
+    samples: dict[str, list[dict[str, Any]]]
+    """lmms-eval's logged samples per task (empty without ``log_samples``)."""
 
 
 class _DocIds(dict):
@@ -204,6 +206,7 @@ def run_fastpath(
     batch_size: int | str | None = None,
     device: str | None = None,
     lm: Any = None,
+    bootstrap_iters: int = 100_000,
 ) -> FastPathOutcome:
     """Run the EDCT tasks ``tasks`` on lmms-eval model ``model``: lmms-eval's results dict and the
     records behind it."""
@@ -218,7 +221,17 @@ def run_fastpath(
     settings = build_settings(config, target=target)
     try:
         return _evaluate(
-            settings, target, model, model_args, tasks, output_path, log_samples, limit, batch_size, device
+            settings,
+            target,
+            model,
+            model_args,
+            tasks,
+            output_path,
+            log_samples,
+            limit,
+            batch_size,
+            device,
+            bootstrap_iters,
         )
     finally:
         settings.close()
@@ -235,6 +248,7 @@ def _evaluate(
     limit: int | None,
     batch_size: int | str | None,
     device: str | None,
+    bootstrap_iters: int,
 ) -> FastPathOutcome:
     from lmms_eval.evaluator_utils import (
         consolidate_group_results,
@@ -313,24 +327,33 @@ def _evaluate(
                         ],
                         "resps": [[response]],
                         "filtered_resps": [response],
-                        "doc_hash": hash_string(
-                            json.dumps(saved, indent=2, default=handle_non_serializable, ensure_ascii=False)
+                        "doc_hash": hash_string(  # the whole document, as lmms-eval hashes it
+                            json.dumps(doc, indent=2, default=handle_non_serializable, ensure_ascii=False)
                         ),
                         **metrics,
                     }
                 )
-        # lmms-eval's default: `mean` gets its analytic mean_stderr (none of our metrics bootstraps)
-        task_output.calculate_aggregate_metric(bootstrap_iters=100_000)
+    # from here on, what lmms-eval's `evaluate` does with the per-document metrics (evaluator.py,
+    # rank 0), step for step; tests/lmms/test_fastpath_results.py pins the result to its own output
+    for task_output, _chosen in plan:
+        task_output.calculate_aggregate_metric(bootstrap_iters=bootstrap_iters)
         task_output.calculate_clt_aggregate_metric()
+        task_output.calculate_stability_metrics()
     results, logged, configs, versions, num_fewshot, higher_is_better = consolidate_results(eval_tasks)
-    results, versions, show_group_table, *_ = consolidate_group_results(results, versions, task_dict)
+    show_group_table = False
+    if results:
+        results, versions, show_group_table, *_ = consolidate_group_results(results, versions, task_dict)
     results_agg, group_agg = prepare_print_tasks(task_dict, results)
     subtask_list = get_subtask_list(task_dict)
+    merged: dict[str, Any] = {}  # one dict across groups, as lmms-eval 0.7.3 has it
     for group, members in subtask_list.items():
-        merged: dict[str, Any] = {}
-        for t in members:
-            merged.update(higher_is_better.get(t, {}))
         if members:
+            for t in members:
+                for m, h in higher_is_better[t].items():
+                    if m not in merged:
+                        merged[m] = h
+                    if m in merged and merged[m] is not None and merged[m] != h:
+                        merged[m] = None
             higher_is_better[group] = merged
     results_dict: dict[str, Any] = {
         "results": dict(results_agg.items()),
@@ -341,8 +364,11 @@ def _evaluate(
         "n-shot": dict(sorted(num_fewshot.items())),
         "higher_is_better": dict(sorted(higher_is_better.items())),
         "n-samples": {
-            to.task_name: {"original": len(to.task.eval_docs), "effective": len(chosen)}
-            for to, chosen in plan
+            to.task_name: {
+                "original": len(to.task.eval_docs),
+                "effective": min(limit if limit else len(to.task.eval_docs), len(to.task.eval_docs)),
+            }
+            for to, _chosen in plan
         },
         "config": {
             "model": model,
@@ -363,6 +389,7 @@ def _evaluate(
             "wall_seconds": round(time.perf_counter() - started, 3),
         },
     }
+    outcome = FastPathOutcome(results_dict, records, copy.deepcopy(dict(logged)))  # the tracker edits them
     tracker.general_config_tracker.log_experiment_args(
         model_source=model,
         model_args=model_args or "",
@@ -377,7 +404,7 @@ def _evaluate(
     if log_samples:
         for task_name in results_dict["configs"]:
             tracker.save_results_samples(task_name=task_name, samples=logged[task_name])
-    return FastPathOutcome(results_dict, records)
+    return outcome
 
 
 def results_files(output_path: Path) -> list[Path]:

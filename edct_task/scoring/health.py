@@ -1,7 +1,8 @@
 """Judge health: how many judgements could not be read, and why (per run, per judge, per kind).
 
 A judgement is the binary verdict (AC, EF) or the graded score of one verified step, from one
-judge of the panel. It is unscored for one of four reasons, read from the record's error text:
+judge of the panel. It is unscored for one of four reasons, as the protocol recorded it
+(``unscored``; records written before that field are read from their error text):
 
 ``truncated``  the reply was cut short (``finish_reason == "length"`` or no complete verdict block)
 ``refused``    the judge declined to judge
@@ -67,7 +68,7 @@ def judge_health(records: Iterable[SampleRecord]) -> dict[str, dict[str, dict[st
                 cell["n"] += 1
                 if _value(output) is None:
                     cell["unscored"] += 1
-                    reason = unscored_reason(output.error)
+                    reason = output.unscored or unscored_reason(output.error)
                     cell["by_reason"][reason] = cell["by_reason"].get(reason, 0) + 1
     for kinds in out.values():
         for cell in kinds.values():

@@ -50,6 +50,7 @@ def test_public_surface() -> None:
         "ParseResult",
         "Parsed",
         "Unparsed",
+        "UnscoredKind",
         "parse_binary_judgement",
         "parse_concepts",
         "parse_edit_target",
@@ -157,7 +158,7 @@ def test_parse_concepts_keeps_at_most_k() -> None:
 @pytest.mark.parametrize(
     ("reply", "reason"),
     [
-        ("I'm sorry, I can't help with that.", "no JSON array or list found"),
+        ("I'm sorry, I can't help with that.", "the model declined: \"I'm sorry, I can't help with that.\""),
         ("[]", "concept list is empty"),
         ('["", "  "]', "concept list is empty"),
         ('["the red light", "the car"', "no JSON array or list found"),  # truncated
@@ -266,7 +267,7 @@ def test_parse_instructions_cuts_to_n() -> None:
     ("reply", "reason"),
     [
         ("[]", "no JSON array of edits or 'Keep:/Change:' lines found"),
-        ("I cannot edit images.", "no JSON array of edits or 'Keep:/Change:' lines found"),
+        ("I cannot edit images.", "the model declined: 'I cannot edit images.'"),
         ('[{"keep": "all", "how": "softly"}]', "edit 1 has no 'change'"),
         ('[{"change": "remove the car"}, {"keep": "all", "change": "  "}]', "edit 2 has no 'change'"),
         ("Edit 1\nKeep: all\nHow: softly", "edit 1 has no 'change'"),
@@ -372,7 +373,7 @@ def test_binary_judgement_last_occurrence_wins_and_is_noted() -> None:
     judgement = _value(parse_binary_judgement(reply))
     assert isinstance(judgement, BinaryJudgement)
     assert (judgement.ac, judgement.ef, judgement.ccs) == (1, 1, 1)
-    assert judgement.note == "AC stated with different values; the last (1) was used"
+    assert judgement.note == "AC stated with different values; the verdict's (1) was used"
 
 
 def test_binary_judgement_recomputes_ccs_and_notes_disagreement() -> None:
@@ -391,7 +392,6 @@ def test_binary_judgement_recomputes_ccs_and_notes_disagreement() -> None:
         ("AC: 2\nEF: 1", "AC value '2' is not 0 or 1"),
         ("AC: 1\nEF: 0.5", "EF value '0.5' is not 0 or 1"),
         ("AC: 1\nEF: 3/5", "EF value '3/5' is not 0 or 1"),
-        ("AC: 1\nEF: 0\nAC: 7", "AC value '7' is not 0 or 1"),
         ("AC: <0 or 1>\nEF: <0 or 1>", "AC score missing"),
         ("<think>AC: 1\nEF: 1", "reply ends inside an unclosed thinking block (truncated reasoning?)"),
     ],
@@ -884,7 +884,7 @@ def test_binary_judgement_round_trip(
     assert (judgement.ac, judgement.ef, judgement.ccs) == (ac, ef, ac * ef)
     assert (judgement.ac_reason, judgement.ef_reason) == (ac_reason, ef_reason)
     assert ("disagrees" in judgement.note) == (ccs_kind == "wrong")
-    assert (f"AC stated with different values; the last ({ac}) was used" in judgement.note) == restated
+    assert (f"AC stated with different values; the verdict's ({ac}) was used" in judgement.note) == restated
 
 
 _GRADED_FORMS: list[Callable[[int], str]] = [
@@ -923,3 +923,100 @@ def test_graded_judgement_round_trip(
 @given(score=st.integers(-20, 20).filter(lambda s: not 1 <= s <= 5), form=st.sampled_from([0, 2, 4, 5]))
 def test_graded_judgement_out_of_range(score: int, form: int) -> None:
     assert _reason(parse_graded_judgement(_GRADED_FORMS[form](score))) == f"score {score} outside 1–5"
+
+
+# ---------------------------------------------------------------------------------------------
+# (c) the verdict is the last complete block: commentary, quotes, scales and echoes never count
+# ---------------------------------------------------------------------------------------------
+
+_BINARY_COMMENTARY: list[Callable[[int, int], str]] = [
+    lambda a, e: f"(had the explanation cited the old feature I would have given EF: {e})",
+    lambda a, e: f'An earlier judge wrote "PCS: {a} NCC: {e}", which I disagree with.',
+    lambda a, e: f"(For comparison, AC: {a}, EF: {e} would mean full consistency.)",
+    lambda a, e: f"I was tempted to say AC: {a}.",
+    lambda a, e: "Confidence score: 0.9",
+    lambda a, e: f"“AC: {a} EF: {e}” is what the rubric's example shows.",
+]
+_SCALES = [
+    "I must give AC: 0 or 1 and EF: 0 or 1.",
+    "The format is AC: <0 or 1>, EF: <0 or 1>, CCS: <AC times EF>.",
+    "Scores are AC: [0 or 1] and EF: [0 or 1].",
+    "Each of AC: 0-1 and EF: 0–1 is binary.",
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ac=st.integers(0, 1),
+    ef=st.integers(0, 1),
+    wrong=st.tuples(st.integers(0, 1), st.integers(0, 1)),
+    commentary=st.lists(st.sampled_from(range(len(_BINARY_COMMENTARY))), max_size=3),
+    scale=st.none() | st.sampled_from(_SCALES),
+    style=st.sampled_from(sorted(_SCORE_FORMS)),
+    thinking=_THINKING,
+)
+def test_commentary_quotes_and_scales_never_override_the_binary_verdict(
+    ac: int,
+    ef: int,
+    wrong: tuple[int, int],
+    commentary: list[int],
+    scale: str | None,
+    style: str,
+    thinking: str,
+) -> None:
+    fmt = _SCORE_FORMS[style]
+    block = "\n".join([fmt("AC", str(ac)), fmt("EF", str(ef)), fmt("CCS", str(ac * ef))])
+    after = "\n".join(_BINARY_COMMENTARY[i](*wrong) for i in commentary)
+    reply = f"{thinking}{scale or ''}\nAC_REASON: r\nEF_REASON: r\nFINAL SCORES\n{block}\n\n{after}"
+    judgement = _value(parse_binary_judgement(reply, finish_reason="stop"))
+    assert (judgement.ac, judgement.ef) == (ac, ef)
+    if scale is not None:  # a scale alone is no verdict
+        assert isinstance(parse_binary_judgement(scale, finish_reason="stop"), Unparsed)
+
+
+_GRADED_COMMENTARY: list[Callable[[int], str]] = [
+    lambda s: f"(If the explanation had named the new feature, this would have been score: {s}.)",
+    lambda s: f'For reference, the rubric says "SCORE: {s}" is for another case.',
+    lambda s: "Confidence score: 0.9",
+    lambda s: f"Similarity score: 0.{s}",
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    score=st.integers(1, 5),
+    wrong=st.integers(1, 5),
+    commentary=st.lists(st.sampled_from(range(len(_GRADED_COMMENTARY))), max_size=3),
+    scale=st.sampled_from(["", "I have to give a score: 1 to 5.\n", "SCORE: <1 to 5>\n", "Score (1-5):\n"]),
+    form=st.sampled_from(range(len(_GRADED_FORMS))),
+)
+def test_commentary_and_scales_never_override_the_graded_verdict(
+    score: int, wrong: int, commentary: list[int], scale: str, form: int
+) -> None:
+    after = "\n".join(_GRADED_COMMENTARY[i](wrong) for i in commentary)
+    reply = f"{scale}REASON: r\n{_GRADED_FORMS[form](score)}\n{after}"
+    assert _value(parse_graded_judgement(reply, finish_reason="stop")).score == score
+
+
+@pytest.mark.parametrize(
+    "parse",
+    [
+        lambda t, f: parse_concepts(t, 2, finish_reason=f),
+        lambda t, f: parse_instructions(t, 2, finish_reason=f),
+        lambda t, f: parse_edit_target(t, finish_reason=f),
+        lambda t, f: parse_binary_judgement(t, finish_reason=f),
+        lambda t, f: parse_graded_judgement(t, finish_reason=f),
+    ],
+)
+def test_a_reply_cut_at_the_token_limit_is_truncated_whatever_it_holds(parse: Callable) -> None:
+    complete = (
+        '["a red light"]\n[{"change": "remove the car"}]\n{"type": "ADD", "target": "dog"}\n'
+        "AC: 1\nEF: 1\nSCORE: 5"
+    )
+    assert isinstance(parse(complete, "stop"), Parsed)
+    cut = parse(complete, "length")
+    assert isinstance(cut, Unparsed) and cut.kind == "truncated" and "token limit" in cut.reason
+    refused = parse("", "content_filter")
+    assert isinstance(refused, Unparsed) and refused.kind == "refused"
+    no_verdict = parse("The picture shows a street.", None), parse("The picture shows a street.", "stop")
+    assert [r.kind for r in no_verdict] == ["truncated", "malformed"]  # type: ignore[union-attr]

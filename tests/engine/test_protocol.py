@@ -318,3 +318,32 @@ def test_self_consistency_samples_get_their_own_seeds() -> None:
     reqs = [r for b in batches for r in b if isinstance(r, AskLLM) and r.purpose == "step2.judge_graded"]
     assert [(r.member, r.sample, r.temperature) for r in reqs] == [(0, 0, 0.7), (0, 1, 0.7), (0, 2, 0.7)]
     assert len(record.steps[1].votes) == 3 and record.steps[1].binary.ac == 1
+
+
+def test_finish_reason_reaches_the_parsers_and_the_unscored_category_is_recorded() -> None:
+    """A verdict the server cut at the token limit is truncated, however complete it looks; a
+    failed call is transport; a refusal is refused (issue 18)."""
+    respond = default_responder(
+        {
+            "step1.judge_binary": Completion(BINARY_OK, finish_reason="length"),
+            "step1.judge_graded": Completion(GRADED_5, finish_reason="stop"),
+            "step2.judge_binary": Failure("backend_error", "connection reset"),
+            "step2.judge_graded": Completion("I'm sorry, but I can't rate this.", finish_reason="stop"),
+        }
+    )
+    record, _ = drive(ProtocolConfig(), respond)
+    first, second = record.steps
+    assert first.binary.ac is None and first.binary.unscored == "truncated"
+    assert "token limit" in first.binary.error and first.binary.raw == BINARY_OK
+    assert first.graded.score == 5 and first.graded.unscored is None
+    assert second.binary.unscored == "transport" and second.graded.unscored == "refused"
+    assert record.status == "scored" and record.scores.ccs_graded == 1.0 and record.scores.ccs_binary is None
+
+
+def test_concepts_cut_at_the_token_limit_make_the_sample_unscored_as_truncated() -> None:
+    cut = Completion(
+        '["red colour of the traffic light", "pedestrian on the crosswalk"]', finish_reason="length"
+    )
+    record, _ = drive(ProtocolConfig(), default_responder({"concepts": cut}))
+    assert record.status == "unscored" and record.concepts.unscored == "truncated"
+    assert "token limit" in record.reason

@@ -398,6 +398,7 @@ def test_identity_is_endpoint_independent() -> None:
             "max_tokens_cap": None,
             "omit": [],
             "extra_body": {},
+            "structured": "auto",
         }
     )
     assert redact_url("https://u:p@host:8000/v1/?key=1#x") == "https://host:8000/v1"
@@ -537,3 +538,29 @@ def test_empty_prompt_and_empty_image_are_bad_input(world) -> None:
         png_bytes(Image.new("RGB", (0, 0)))
     with Loopback(world) as server, pytest.raises(BadInput):
         _text(server.url + "/v1").complete("   ", PARAMS)
+
+
+def test_completion_carries_the_finish_reason_and_a_refusal_is_a_content_filter(world) -> None:
+    from openai.types.chat import ChatCompletion
+
+    from model_adapters.openai_wire import completion_of
+
+    with Loopback(world) as server:
+        reply = OpenAIText(client_from_options(_options(server.url + "/v1"))).complete("Hello?", PARAMS)
+    assert reply.finish_reason == "stop"
+
+    def chat(message: dict, finish: str) -> ChatCompletion:
+        return ChatCompletion.model_validate(
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "m",
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            }
+        )
+
+    cut = completion_of(chat({"role": "assistant", "content": "AC: 1\nEF:"}, "length"))
+    assert (cut.text, cut.finish_reason) == ("AC: 1\nEF:", "length")
+    refused = completion_of(chat({"role": "assistant", "content": None, "refusal": "I can't help."}, "stop"))
+    assert (refused.text, refused.finish_reason) == ("I can't help.", "content_filter")

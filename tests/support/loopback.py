@@ -97,6 +97,36 @@ def image_from_uri(uri: str) -> Image.Image:
     return open_image(base64.b64decode(uri.split(",", 1)[1]))
 
 
+def structured_reply(name: str, text: str) -> str:
+    """The rule-based reply as the JSON object the schema ``name`` asks for (as a constrained
+    server would write it); the text unchanged when it cannot be read."""
+    from edct_task import parsing
+
+    readers: dict[str, tuple[Any, Any]] = {
+        "edct_concepts": (lambda t: parsing.parse_concepts(t, 10), lambda v: {"concepts": v}),
+        "edct_edit_instructions": (
+            lambda t: parsing.parse_instructions(t, 10),
+            lambda v: {"edits": [e.model_dump() for e in v]},
+        ),
+        "edct_edit_target": (parsing.parse_edit_target, lambda v: {"type": v.type, "target": v.target}),
+        "edct_binary_verdict": (
+            parsing.parse_binary_judgement,
+            lambda v: {"ac_reason": v.ac_reason, "ef_reason": v.ef_reason, "ac": v.ac, "ef": v.ef},
+        ),
+        "edct_graded_verdict": (
+            parsing.parse_graded_judgement,
+            lambda v: {"reason": v.reason, "score": v.score},
+        ),
+    }
+    if name not in readers:
+        return text
+    read, as_json = readers[name]
+    result = read(text)
+    if isinstance(result, parsing.Unparsed):
+        return text
+    return json.dumps(as_json(result.value))
+
+
 class CalibrationWorld:
     """The in-process calibration backends the servers put behind the wire."""
 
@@ -140,6 +170,7 @@ class Loopback(ThreadingHTTPServer):
         moderate_first_attempts_only: bool = False,
         down: bool = False,
         latency_s: float = 0.0,
+        structured: bool = True,
     ) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.world = world
@@ -154,6 +185,9 @@ class Loopback(ThreadingHTTPServer):
         """Moderate only first attempts (the protocol's attempt a of edit j uses seed 1000·j + a), so
         every moderated edit succeeds on its retry."""
         self.down = down
+        self.structured = structured
+        """Honour ``response_format`` json_schema (like vLLM); False: reject it with a 400 (like a
+        server without structured output)."""
         self.requests: Counter = Counter()
         self.bodies: list[dict[str, Any]] = []
         self.chats: list[list[tuple[str, str]]] = []
@@ -347,6 +381,12 @@ class _Handler(BaseHTTPRequestHandler):
             message["content"] = out.text
         else:
             message["content"] = world.complete(conversation[-1].text, params)
+            schema = (body.get("response_format") or {}).get("json_schema")
+            if schema is not None:
+                if not self.server.structured:
+                    self._json(400, {"error": {"message": "response_format json_schema is not supported"}})
+                    return
+                message["content"] = structured_reply(schema["name"], message["content"])
         if self.server.reasoning and message.get("content"):
             message["reasoning_content"] = "The user wants an answer. Let me look at the evidence carefully."
         prompt_chars = sum(len(json.dumps(m)) for m in messages)
