@@ -10,6 +10,10 @@ Prints both wall times, the ratio (lmms-eval / edct run), and the floor the edct
 against: max(critical path of one sample at these latencies, CPU seconds of the same edct run
 with every latency 0 ÷ cores) (``benchmarks/floor.py``), with the zero-latency run's CPU seconds
 per stage. Results files land in --out.
+
+Every run starts from empty stage caches: what an earlier run left under ``--out`` (its caches
+and outputs) is removed first, so a second run with the same ``--out`` measures the same work
+again, not cache hits. ``--resume`` keeps them, and the output then says ``"caches": "reused"``.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,6 +50,24 @@ def config_file(folder: Path, text_latency: float, editor_latency: float) -> Pat
     return path
 
 
+RUNS = ("zero", "fast", "lmms")
+"""The benchmark's runs: each writes ``<out>/<run>`` and keeps its stage cache in ``<out>/work_<run>``."""
+
+
+def fresh_folders(out: Path, *, resume: bool) -> str:
+    """Remove the caches and outputs an earlier run left under ``out`` (unless ``resume``).
+
+    Returns ``"empty"`` when every run starts from empty caches, ``"reused"`` when ``resume``
+    kept caches that were there."""
+    found = [out / name for run in RUNS for name in (run, f"work_{run}") if (out / name).exists()]
+    found += [p for p in (out / "edct", out / "zero" / "edct") if p.exists()]
+    if resume:
+        return "reused" if found else "empty"
+    for path in found:
+        shutil.rmtree(path, ignore_errors=True)
+    return "empty"
+
+
 def timed(args: list[str], env: dict[str, str]) -> tuple[float, float]:
     """Wall seconds and CPU seconds (user + system) of one subprocess."""
     start, cpu = time.perf_counter(), cpu_seconds()
@@ -61,9 +84,11 @@ def main() -> None:
     p.add_argument("--text-latency", type=float, default=0.2, help="seconds per extractor/judge/parser call")
     p.add_argument("--editor-latency", type=float, default=0.5, help="seconds per edit")
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--resume", action="store_true", help="keep the caches an earlier run left under --out")
     a = p.parse_args()
     out = a.out or Path(tempfile.mkdtemp(prefix="bench_lmms_"))
     out.mkdir(parents=True, exist_ok=True)
+    caches = fresh_folders(out, resume=a.resume)
     cfg = config_file(out, a.text_latency, a.editor_latency)
 
     def common(target_latency: float) -> list[str]:
@@ -105,7 +130,9 @@ def main() -> None:
         json.dumps(
             {
                 "n": a.n,
+                "caches": caches,
                 "cores": cores(),
+                "load_avg_1min": round(os.getloadavg()[0], 2),
                 "latency_s": {"target": a.target_latency, "text": a.text_latency, "editor": a.editor_latency},
                 "edct_run_s": round(t_fast, 1),
                 "lmms_eval_s": round(t_slow, 1),

@@ -3,6 +3,7 @@
 ``edct demo``                 the calibration reference models side by side, and the report folder
 ``edct run --config FILE``    roles → backends from a YAML file (``--set key=value`` overrides)
 ``edct run --model M --tasks T``   the batched fast path over an lmms-eval model and task
+``edct estimate --config FILE|PRESET [--n N]``   calls, tokens, cost and wall time before a run
 ``edct stability RUN…``       mean ± SD of every metric over repeated runs
 ``edct serve ROLE MODEL``     a local vLLM server for a role, and the config lines that use it
 ``edct backends``             the registered backends per role kind
@@ -33,6 +34,7 @@ from edct_task.engine.storage import StorageError
 
 COMMANDS = (
     "run",
+    "estimate",
     "demo",
     "stability",
     "serve",

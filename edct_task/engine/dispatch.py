@@ -27,6 +27,7 @@ from tqdm import tqdm
 
 from edct_task.core.requests import Failure, Request
 from edct_task.engine.handlers import Handler, HandlerTable
+from edct_task.engine.runtime import Outcome, Runtime, ThreadRuntime
 from edct_task.engine.stage_cache import StageCache, fingerprint
 from edct_task.engine.storage import storage_error
 
@@ -214,52 +215,60 @@ class Concurrency:
 class _Batcher:
     """Continuous micro-batching of one handler's requests (the target's), the way a serving engine
     batches: a batch goes out when ``size`` requests wait, ``window_s`` after the first of them
-    arrived, or as soon as a slot frees while requests wait (``slots`` batches in flight)."""
+    arrived, or as soon as a slot frees while requests wait (``slots`` batches in flight). Driven
+    by events (an arrival, the window's timer, a freed slot) on the dispatcher's ``Runtime``, so
+    the same batching runs on threads and on the virtual clock of ``edct estimate``."""
 
-    def __init__(self, send: Callable[[list[_Item]], Future], size: int, slots: int, window_s: float) -> None:
-        self._send, self.size, self.window_s = send, max(1, size), window_s
-        self._slots = threading.Semaphore(slots)
+    def __init__(
+        self, send: Callable[[list[_Item]], Future], size: int, slots: int, window_s: float, runtime: Runtime
+    ) -> None:
+        self._send, self.size, self.window_s, self._rt = send, max(1, size), window_s, runtime
+        self._free = slots
         self._items: list[_Item] = []
         self._first: float | None = None
-        self._cond = threading.Condition()
+        self._lock = threading.RLock()
+        self._timer: Any = None
         self._closed = False
-        self._thread = threading.Thread(target=self._loop, name="edct-batcher", daemon=True)
-        self._thread.start()
 
     def add(self, item: _Item) -> None:
-        with self._cond:
+        with self._lock:
             if not self._items:
-                self._first = time.monotonic()
+                self._open_window()
             self._items.append(item)
-            self._cond.notify()
+            self._pump()
 
-    def _loop(self) -> None:
-        while True:
-            with self._cond:
-                while not self._items and not self._closed:
-                    self._cond.wait()
-                if self._closed and not self._items:
-                    return
-                deadline = (self._first or time.monotonic()) + self.window_s
-                while len(self._items) < self.size and not self._closed:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        break
-                    self._cond.wait(left)
-            self._slots.acquire()  # while no slot is free, more requests gather into this batch
-            with self._cond:
-                batch, self._items = self._items[: self.size], self._items[self.size :]
-                self._first = time.monotonic() if self._items else None
-            if not batch:
-                self._slots.release()
-                continue
-            self._send(batch).add_done_callback(lambda _f: self._slots.release())
+    def _open_window(self) -> None:
+        self._first = self._rt.now()
+        self._timer = self._rt.call_later(self.window_s, self._due)  # an earlier one firing is harmless
+
+    def _due(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._pump()
+
+    def _release(self, _f: Future) -> None:
+        with self._lock:
+            self._free += 1
+            self._pump()
+
+    def _pump(self) -> None:
+        """Send batches while a slot is free and a batch is full or its window has passed."""
+        while self._items and self._free > 0:
+            full = len(self._items) >= self.size
+            if not full and (self._first is None or self._rt.now() < self._first + self.window_s):
+                return
+            batch, self._items = self._items[: self.size], self._items[self.size :]
+            self._free -= 1
+            self._first = None
+            if self._items:
+                self._open_window()
+            self._send(batch).add_done_callback(self._release)
 
     def close(self) -> None:
-        with self._cond:
+        with self._lock:
             self._closed = True
-            self._cond.notify_all()
-        self._thread.join()
+            if self._timer is not None:
+                self._timer.cancel()
 
 
 _Item = tuple[Request, str, Future]
@@ -286,6 +295,7 @@ class Dispatcher:
         concurrency: Concurrency = Concurrency(),
         observers: Sequence[Observer] = (),
         batch_window_s: float = 0.02,
+        runtime: Runtime | None = None,
     ) -> None:
         self.handlers = {
             kind: CachedHandler(h, cache) if cache is not None else _Uncached(h)
@@ -299,6 +309,8 @@ class Dispatcher:
             name: ThreadPoolExecutor(n, thread_name_prefix=f"edct-{name}")
             for name, n in vars(concurrency).items()
         }
+        self.runtime: Runtime = runtime or ThreadRuntime(self._pools.__getitem__)
+        """Time, pools, timers and queues: real threads, or a virtual clock (``runtime.py``)."""
         self._lock = threading.Lock()
         self._inflight: dict[str, Future] = {}
         self._batchers: dict[type, _Batcher] = {}
@@ -357,15 +369,18 @@ class Dispatcher:
         return future, (request, key, future)
 
     def _send(self, handler: Any, batch: list[_Item]) -> Future:
-        """Run one batch on the handler's pool: timed, observed, every future settled (a storage
-        stop or a bug fails the batch's futures, so no waiting sample hangs)."""
+        """Run one batch on the handler's pool (through the runtime): timed, observed, every future
+        settled (a storage stop or a bug fails the batch's futures, so no waiting sample hangs)."""
 
-        def work() -> None:
+        def call() -> list[object]:
+            return handler.call_keyed([r for r, _, _ in batch], [k for _, k, _ in batch])
+
+        def done(outcome: Outcome) -> None:
             try:
-                start, cpu = time.perf_counter(), time.thread_time()
-                replies = handler.call_keyed([r for r, _, _ in batch], [k for _, k, _ in batch])
-                seconds = (time.perf_counter() - start) / len(batch)
-                cpu_each = (time.thread_time() - cpu) / len(batch)
+                if isinstance(outcome, BaseException):
+                    raise outcome
+                replies, wall, cpu = outcome
+                seconds, cpu_each = wall / len(batch), cpu / len(batch)
                 for (request, key, future), reply in zip(batch, replies, strict=True):
                     how = "failure" if isinstance(reply, Failure) else "call"
                     self.notify("answered", handler.stage(request), how, seconds, key, cpu_each)
@@ -374,7 +389,7 @@ class Dispatcher:
                 for _, key, future in batch:
                     self._settle(key, future, exc)
 
-        return self._pools[handler.pool].submit(work)
+        return self.runtime.start(handler.pool, call, done)
 
     def _settle(self, key: str, future: Future, outcome: object) -> None:
         with self._lock:
@@ -397,7 +412,7 @@ class Dispatcher:
                 slots = int(getattr(self.concurrency, handler.pool))
                 send = functools.partial(self._send, handler)
                 batcher = self._batchers[kind] = _Batcher(
-                    send, handler.batch_size, slots, self.batch_window_s
+                    send, handler.batch_size, slots, self.batch_window_s, self.runtime
                 )
             return batcher
 

@@ -14,7 +14,6 @@ the same (``tests/engine/test_pipeline.py`` compares the two schedules sample by
 
 from __future__ import annotations
 
-import queue
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
@@ -24,6 +23,7 @@ from edct_task.core.requests import Request
 from edct_task.engine.dispatch import Dispatcher
 from edct_task.engine.drive import SampleQueue, SampleRun
 from edct_task.engine.protocol import ProtocolConfig
+from edct_task.engine.runtime import Waitable
 
 
 def run_pipelined(
@@ -37,9 +37,11 @@ def run_pipelined(
     """Run every sample's protocol, each moving on as soon as its replies are in (module docstring).
 
     ``window`` bounds the samples in progress at once (None = all); records come back in input order.
+    The driver waits on the dispatcher's runtime (``runtime.py``): real threads, or the virtual
+    clock of ``edct estimate``.
     """
     runs = SampleQueue(samples, protocol, window=window, on_record=on_record)
-    ready: queue.Queue[tuple[SampleRun, tuple[object, ...] | BaseException]] = queue.Queue()
+    ready: Waitable[tuple[SampleRun, tuple[object, ...] | BaseException]] = dispatcher.runtime.queue()
 
     def launch(run: SampleRun, requests: tuple[Request, ...]) -> None:
         futures = [dispatcher.submit(r) for r in requests]

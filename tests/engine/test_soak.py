@@ -56,7 +56,11 @@ def _records(out: Path) -> dict[str, dict]:
 def test_seeded_faults_and_sigkills_end_with_every_sample_recorded(tmp_path: Path) -> None:
     rng = random.Random(7)
     broken = set(rng.sample(range(N), 5))
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(SUPPORT.parent)}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(SUPPORT.parent), os.environ.get("PYTHONPATH")])),
+    }
     clean_data, faulty_data = tmp_path / "clean", tmp_path / "faulty"
     ids = write_calibration_dataset(clean_data, N)
     originals = generate_samples(n=N, seed=0)

@@ -1,0 +1,102 @@
+"""``edct estimate``: calls, tokens, cost and wall time of a run, before any model is contacted."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a fraction between 0 and 1, got {text}")
+    return value
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "estimate",
+        help="predict a run's calls, tokens, cost and wall time without contacting any model",
+        description="Simulate a run with the real pipelined scheduler on a virtual clock: calls and "
+        "images per role, prompt/completion tokens, cost from the roles' prices:, wall time, the busy "
+        "share of each role's pool, the bottleneck and what-if rows.",
+    )
+    p.add_argument("--config", required=True, metavar="FILE|PRESET", help="a config file or a preset name")
+    p.add_argument("--n", type=int, default=None, help="items to estimate for (default: the config's data)")
+    p.add_argument(
+        "--latencies-from",
+        type=Path,
+        default=None,
+        metavar="RUN",
+        help="a finished run's folder: per-call seconds, failures, verification pass rate, tokens",
+    )
+    p.add_argument(
+        "--latency",
+        action="append",
+        default=[],
+        metavar="ROLE=SECONDS",
+        help="seconds per call of a role (target: per batch; 'text' sets extractor, judge, edit_parser)",
+    )
+    p.add_argument("--failure-rate", action="append", default=[], metavar="ROLE=P", help="calls that fail")
+    p.add_argument(
+        "--retry-rate", action="append", default=[], metavar="ROLE=P", help="calls that need one retry"
+    )
+    p.add_argument("--verify-pass-rate", type=_fraction, default=None, help="edit attempts that pass (0.8)")
+    p.add_argument("--image-tokens", type=int, default=1000, help="tokens per image a model reads (1000)")
+    p.add_argument(
+        "--cores", type=int, default=None, help="processors for in-process work (default: this machine's)"
+    )
+    p.add_argument("--no-what-if", action="store_true", help="skip the what-if rows")
+    p.add_argument("--json", action="store_true", help="print the estimate as JSON")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. --set limits.editor_concurrency=16 (repeatable)",
+    )
+
+
+def _items(config: Any, n: int | None) -> int:
+    if n is not None:
+        return n
+    data = config.data
+    if data.source == "calibration":
+        return min(data.n, data.limit or data.n)
+    from edct_task.bench_data import load_bench
+
+    size = len(load_bench(data.path))
+    return min(size, data.limit or size)
+
+
+def run(args: argparse.Namespace) -> int:
+    from edct_task.config import load_config
+    from edct_task.core.errors import ConfigError
+    from edct_task.estimate.latency import from_run, parse_assignments
+    from edct_task.estimate.plan import estimate
+    from edct_task.estimate.presets import config_location
+    from edct_task.estimate.report import render
+
+    if args.n is not None and args.n < 1:
+        raise ConfigError("--n must be at least 1")
+    if args.cores is not None and args.cores < 1:
+        raise ConfigError("--cores must be at least 1")
+    path = config_location(args.config)
+    config = load_config(path, args.overrides)
+    result = estimate(
+        config,
+        _items(config, args.n),
+        run=from_run(args.latencies_from) if args.latencies_from else None,
+        latency=parse_assignments(args.latency, "--latency"),
+        failure={k: min(v, 1.0) for k, v in parse_assignments(args.failure_rate, "--failure-rate").items()},
+        retry={k: min(v, 1.0) for k, v in parse_assignments(args.retry_rate, "--retry-rate").items()},
+        verify_pass_rate=args.verify_pass_rate,
+        image_tokens=args.image_tokens,
+        what_if=not args.no_what_if,
+        cpus=args.cores,
+    )
+    print(json.dumps(result.as_dict(), indent=2) if args.json else render(result, path.stem))
+    return 0

@@ -1,0 +1,247 @@
+"""Where the pipelined driver's time and work come from: real threads, or a virtual clock.
+
+The pipelined driver (``pipeline.py``) decides *what* runs when; a ``Runtime`` supplies the
+three things that decision needs from the world: the time (``now``), a way to run a call on a
+role's pool and hear when it is done (``start``), a timer (``call_later``) and the queue the
+driver waits on for finished samples (``queue``).
+
+- ``ThreadRuntime`` (every real run): the dispatcher's thread pools, ``threading.Timer`` and
+  ``queue.Queue``; a call's seconds are measured with ``perf_counter`` / ``thread_time``.
+- ``VirtualRuntime`` (``edct estimate``): a discrete-event loop on one thread. A call runs at
+  once and *charges* the virtual seconds it would take (``charge``, from a simulated backend:
+  seconds of waiting, and CPU seconds that queue for one of the machine's processors); its
+  reply is delivered, and its pool slot freed, when that time has passed on the virtual clock. Waiting on
+  the queue runs the event loop until something arrives. Nothing sleeps: thousands of samples
+  take seconds, and the same scheduling code decides the order as in a real run.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from functools import partial
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
+
+Outcome = tuple[Any, float, float] | BaseException
+"""What ``start`` hands to ``done``: ``(result, wall seconds, CPU seconds)`` or the exception raised."""
+
+
+class Waitable(Protocol[T]):
+    def put(self, item: T) -> None: ...
+    def get(self) -> T: ...
+
+
+class Runtime(Protocol):
+    def now(self) -> float: ...
+
+    def start(self, pool: str, call: Callable[[], Any], done: Callable[[Outcome], None]) -> Future:
+        """Run ``call`` on ``pool`` (within its concurrency limit), then ``done(outcome)``; the
+        returned future completes after ``done`` has run."""
+        ...
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> Any:
+        """Run ``fn`` after ``delay`` seconds; the returned handle has ``cancel()``."""
+        ...
+
+    def queue(self) -> Waitable[Any]: ...
+
+
+class ThreadRuntime:
+    """Real time and the dispatcher's thread pools (see the module docstring)."""
+
+    def __init__(self, pools: Callable[[str], Any]) -> None:
+        self._pools = pools
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def start(self, pool: str, call: Callable[[], Any], done: Callable[[Outcome], None]) -> Future:
+        def job() -> None:
+            outcome: Outcome
+            try:
+                wall, cpu = time.perf_counter(), time.thread_time()
+                result = call()
+                outcome = (result, time.perf_counter() - wall, time.thread_time() - cpu)
+            except BaseException as exc:  # handed to done: no waiting sample may hang
+                outcome = exc
+            done(outcome)
+
+        return self._pools(pool).submit(job)
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> threading.Timer:
+        timer = threading.Timer(max(0.0, delay), fn)
+        timer.daemon = True
+        timer.start()
+        return timer
+
+    def queue(self) -> Waitable[Any]:
+        return queue.Queue()
+
+
+class Stalled(RuntimeError):
+    """The virtual event loop ran dry while the driver still waited (a scheduling bug)."""
+
+
+class _Timer:
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class VirtualRuntime:
+    """A discrete-event loop with a virtual clock (see the module docstring).
+
+    ``pool_sizes`` gives each pool's concurrency limit. ``charge(seconds, cpu, hold)``, called by
+    a simulated backend inside a call, adds to that call's virtual duration: ``seconds`` of
+    waiting (a remote model, a sleep) — spent holding the lock ``hold`` when given (one in-process
+    model behind a lock serves one call at a time) — and then ``cpu`` seconds of computing, which
+    need one of ``cpus`` processors (first come, first served; ``None``: as many as asked for).
+    ``busy`` holds the virtual seconds each pool's slots were occupied; ``cpu_busy`` the
+    processors'.
+    """
+
+    def __init__(self, pool_sizes: dict[str, int], *, cpus: int | None = None) -> None:
+        self.clock = 0.0
+        self.sizes = dict(pool_sizes)
+        self.cpus = cpus
+        self.busy: dict[str, float] = {name: 0.0 for name in pool_sizes}
+        self.cpu_busy = 0.0
+        self._running: dict[str, int] = {name: 0 for name in pool_sizes}
+        self._waiting: dict[str, deque[tuple[Callable[[], Any], Callable[[Outcome], None], Future]]] = {
+            name: deque() for name in pool_sizes
+        }
+        self._events: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self._charged: list[Any] | None = None
+        self._queues: dict[str, deque[tuple[float, Callable[[], None]]]] = {}
+        self._holding: dict[str, int] = {}
+
+    # -- clock and events ---------------------------------------------------------------------
+    def now(self) -> float:
+        return self.clock
+
+    def charge(self, seconds: float, cpu: float = 0.0, hold: str | None = None) -> None:
+        """Add ``seconds`` of waiting (holding the lock ``hold``) and ``cpu`` seconds of computing
+        to the call being run."""
+        if self._charged is None:
+            raise RuntimeError("charge() outside a call started by this runtime")
+        self._charged[0] += max(0.0, float(seconds))
+        self._charged[1] += max(0.0, float(cpu))
+        if hold is not None:
+            self._charged[2] = hold
+
+    def _at(self, when: float, fn: Callable[[], None]) -> None:
+        heapq.heappush(self._events, (when, next(self._seq), fn))
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> _Timer:
+        timer = _Timer()
+        self._at(self.clock + max(0.0, delay), lambda: None if timer.cancelled else fn())
+        return timer
+
+    def step(self) -> bool:
+        """Run the next event (advancing the clock to it); False when none is left."""
+        if not self._events:
+            return False
+        when, _, fn = heapq.heappop(self._events)
+        self.clock = max(self.clock, when)
+        fn()
+        return True
+
+    # -- pools --------------------------------------------------------------------------------
+    def start(self, pool: str, call: Callable[[], Any], done: Callable[[Outcome], None]) -> Future:
+        future: Future = Future()
+        self._waiting[pool].append((call, done, future))
+        self._fill(pool)
+        return future
+
+    def _fill(self, pool: str) -> None:
+        while self._waiting[pool] and self._running[pool] < self.sizes[pool]:
+            call, done, future = self._waiting[pool].popleft()
+            self._running[pool] += 1
+            self._charged = [0.0, 0.0, None]
+            outcome: Outcome
+            try:
+                result = call()
+                outcome = (result, 0.0, 0.0)  # seconds are filled in when the call ends
+            except BaseException as exc:
+                outcome = exc
+            wait, cpu, hold = self._charged
+            self._charged = None
+            finish = partial(self._finish, pool, done, outcome, future, self.clock)
+            computed = finish
+            if cpu > 0:
+                computed = (
+                    partial(self._use, "cpu", cpu, finish)
+                    if self.cpus is not None
+                    else partial(self._at_delay, cpu, finish)
+                )
+            if hold is not None:
+                self._use(hold, wait, computed)
+            else:
+                self._at(self.clock + wait, computed)
+
+    def _at_delay(self, delay: float, fn: Callable[[], None]) -> None:
+        self._at(self.clock + delay, fn)
+
+    def _use(self, resource: str, seconds: float, then: Callable[[], None]) -> None:
+        """Hold one unit of ``resource`` (``cpu``: ``cpus`` units; a lock: one) for ``seconds``."""
+        self._queues.setdefault(resource, deque()).append((seconds, then))
+        self._serve(resource)
+
+    def _serve(self, resource: str) -> None:
+        capacity = (self.cpus or 1) if resource == "cpu" else 1
+        queue_ = self._queues[resource]
+        while queue_ and self._holding.get(resource, 0) < capacity:
+            seconds, then = queue_.popleft()
+            self._holding[resource] = self._holding.get(resource, 0) + 1
+            if resource == "cpu":
+                self.cpu_busy += seconds
+            self._at(self.clock + seconds, partial(self._release, resource, then))
+
+    def _release(self, resource: str, then: Callable[[], None]) -> None:
+        self._holding[resource] -= 1
+        self._serve(resource)
+        then()
+
+    def _finish(
+        self, pool: str, done: Callable[[Outcome], None], outcome: Outcome, future: Future, started: float
+    ) -> None:
+        self._running[pool] -= 1
+        seconds = self.clock - started
+        self.busy[pool] += seconds
+        if not isinstance(outcome, BaseException):
+            outcome = (outcome[0], seconds, 0.0)
+        try:
+            done(outcome)
+        finally:
+            future.set_result(None)
+            self._fill(pool)
+
+    # -- the driver's queue -------------------------------------------------------------------
+    def queue(self) -> Waitable[Any]:
+        return _VirtualQueue(self)
+
+
+class _VirtualQueue:
+    def __init__(self, runtime: VirtualRuntime) -> None:
+        self._runtime = runtime
+        self._items: deque[Any] = deque()
+
+    def put(self, item: Any) -> None:
+        self._items.append(item)
+
+    def get(self) -> Any:
+        while not self._items:
+            if not self._runtime.step():
+                raise Stalled("the virtual clock has no event left but the driver is still waiting")
+        return self._items.popleft()

@@ -1,0 +1,328 @@
+"""How long each role's calls take, and how often they fail: the inputs of a wall-time estimate.
+
+A ``CallTime`` is one role's latency model: a call takes ``seconds`` (drawn from a log-normal
+with that mean and standard deviation ``sd``, or resampled from ``observed`` per-call seconds of a
+finished run), plus ``per_item`` seconds per conversation of a batch; a batch of ``n``
+conversations is served ``parallel`` at a time (an OpenAI-compatible target with
+``concurrency: 32`` answers 64 conversations in two waves). ``retry_rate`` is the share of calls
+that need one more attempt on the wire (their latency again plus ``retry_wait_s``);
+``failure_rate`` the share that fail after the adapter's retries (the sample pays: an edit
+attempt is lost, a sample is excluded or unscored).
+
+Where the numbers come from, first match wins (``latency_models``): ``--latency ROLE=S`` on the
+command line; a finished run (``from_run``: per-call statistics in its ``results.json``
+``calls`` block — means, or the distribution when the folder holds the run's call log
+(``call_log: RUN/calls.jsonl``) — and its verification pass rate and failure counts); the ``latency_s`` option
+of a calibration backend in the config; else ``DEFAULTS`` by backend, which are assumptions
+stated in the README (a remote VLM a few seconds, a reasoning judge ~10 s, an image editor
+~20 s). For the target a run records seconds per conversation, not per batch (batch sizes are
+not logged), so a per-batch ``latency_s`` in the config is preferred to it. A run's per-call
+seconds already include the adapters' retries on the wire (a call is timed from the driver), so
+no retry rate is added to them unless ``--retry-rate`` asks for it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from edct_task.core.errors import ConfigError
+
+ROLES = ("target", "extractor", "judge", "edit_parser", "editor", "detector")
+STAGE_ROLE = {
+    "target": "target",
+    "concepts": "extractor",
+    "instructions": "extractor",
+    "edit_parse": "edit_parser",
+    "judge": "judge",
+    "edit": "editor",
+    "verify": "detector",
+}
+POOL_OF_ROLE = {
+    "target": "target",
+    "extractor": "text",
+    "judge": "text",
+    "edit_parser": "text",
+    "editor": "edit",
+    "detector": "verify",
+}
+
+
+@dataclass(frozen=True)
+class CallTime:
+    """One role's latency and failure model (module docstring)."""
+
+    seconds: float
+    sd: float = 0.0
+    per_item: float = 0.0
+    cpu: float = 0.0
+    """CPU seconds in this process per call (per conversation for the target): verification, an
+    in-process model; they queue for the machine's processors."""
+    parallel: int | None = None
+    retry_rate: float = 0.0
+    retry_wait_s: float = 1.0
+    failure_rate: float = 0.0
+    observed: tuple[float, ...] = ()
+    serial: bool = False
+    """One in-process model behind a lock (a diffusers editor, a local detector): one call at a
+    time, whatever the pool's concurrency."""
+    source: str = "default"
+
+    def draw(self, rng: random.Random, items: int = 1) -> tuple[float, float]:
+        """(waiting seconds, CPU seconds) of one call serving ``items`` conversations, retries
+        included."""
+        waves = 1 if not self.parallel else math.ceil(items / self.parallel)
+        one = sum(self._once(rng) for _ in range(waves)) + self.per_item * items
+        total = one
+        if self.retry_rate and rng.random() < self.retry_rate:
+            total += self.retry_wait_s + one
+        return total, self.cpu * items
+
+    def _once(self, rng: random.Random) -> float:
+        if self.observed:
+            return rng.choice(self.observed)
+        if self.sd <= 0 or self.seconds <= 0:
+            return self.seconds
+        # log-normal with the given mean and standard deviation
+        s2 = math.log1p((self.sd / self.seconds) ** 2)
+        return rng.lognormvariate(math.log(self.seconds) - s2 / 2, math.sqrt(s2))
+
+
+DEFAULTS: dict[str, dict[str, CallTime]] = {
+    # role -> backend -> model; "*" when the backend is not listed
+    "target": {
+        "calibration-reference": CallTime(0.0, cpu=0.005, source="default (in-process, 5 ms CPU)"),
+        "openai-chat": CallTime(3.0, sd=1.0, source="default (remote VLM, 3 s per request)"),
+        "*": CallTime(0.5, per_item=0.05, source="default (local VLM, 0.5 s + 0.05 s per conversation)"),
+    },
+    "text": {
+        "calibration-rules": CallTime(0.0, source="default (in-process, microseconds)"),
+        "*": CallTime(10.0, sd=4.0, source="default (reasoning LLM, 10 s per call)"),
+    },
+    "editor": {
+        "calibration-editor": CallTime(0.0, cpu=0.018, source="default (in-process renderer, 18 ms CPU)"),
+        "diffusers": CallTime(40.0, sd=5.0, source="default (local diffusion editor, 40 s per edit)"),
+        "*": CallTime(20.0, sd=6.0, source="default (hosted image editor, 20 s per edit)"),
+    },
+    "detector": {
+        "calibration-oracle": CallTime(0.0, cpu=0.065, source="default (verification, 65 ms CPU)"),
+        "*": CallTime(2.0, sd=0.5, source="default (detector + segmenter, 2 s per edit)"),
+    },
+}
+
+
+SERIAL_BACKENDS = {"editor": {"diffusers"}, "detector": {"owlv2", "grounding-dino"}}
+"""In-process models that serve one call at a time (their adapters hold a lock)."""
+
+
+def _kind(role: str) -> str:
+    return "text" if role in ("extractor", "judge", "edit_parser") else role
+
+
+def _default(role: str, backend: str) -> CallTime:
+    table = DEFAULTS[_kind(role)]
+    return table.get(backend, table["*"])
+
+
+@dataclass(frozen=True)
+class RunStats:
+    """What a finished run says about its calls (``from_run``)."""
+
+    per_stage: dict[str, CallTime]
+    verify_pass_rate: float | None
+    completion_tokens: dict[str, float]
+    """Mean completion (+ reasoning) tokens per request, by role, where the run counted them."""
+    source: str
+    hit_rates: dict[str, float] = field(default_factory=dict)
+    """Share of each stage's requests the run answered without a call (stage cache, twins)."""
+    cpu_stretch: float = 1.0
+    """Wall seconds per CPU second of the run's CPU-bound stage (verification): how much the
+    machine's load (other processes, this run's own threads) stretched CPU work."""
+
+
+def from_run(folder: Path) -> RunStats:
+    """Per-stage call statistics of a finished run folder (an ``edct run`` output folder, or an
+    lmms-eval output folder holding ``*_results.json`` and ``*samples*.jsonl``)."""
+    folder = Path(folder)
+    results_path = _find(folder, ("results.json", "*_results.json"))
+    if results_path is None:
+        raise ConfigError(f"--latencies-from {folder}: no results.json (or *_results.json) in it")
+    try:
+        results = json.loads(results_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"--latencies-from {results_path}: unreadable ({exc})") from None
+    block = results.get("calls") or (results.get("edct") or {}).get("calls")
+    if not isinstance(block, Mapping) or not block.get("calls"):
+        raise ConfigError(f"--latencies-from {results_path}: it records no backend calls")
+    calls, seconds, failures = block["calls"], block.get("seconds", {}), block.get("failures", {})
+    cpu_seconds = block.get("cpu_seconds", {})
+    per_stage: dict[str, CallTime] = {}
+    for stage, n in calls.items():
+        if not n:
+            continue
+        fails = int(failures.get(stage, 0))
+        wall, cpu = float(seconds.get(stage, 0.0)) / n, float(cpu_seconds.get(stage, 0.0)) / n
+        per_stage[stage] = CallTime(
+            max(0.0, wall - cpu),
+            cpu=cpu,
+            failure_rate=fails / (n + fails) if stage != "verify" else 0.0,
+            source=f"{results_path.parent.name}: mean of {n} calls",
+        )
+    usage = (results.get("usage") or (results.get("edct") or {}).get("usage") or {}).get("roles", {})
+    tokens = {
+        role: (u.get("completion_tokens", 0) + u.get("reasoning_tokens", 0)) / u["requests"]
+        for role, u in usage.items()
+        if isinstance(u, Mapping) and u.get("requests")
+    }
+    hits = block.get("cache_hits", {})
+    hit_rates = {
+        stage: h / (h + calls.get(stage, 0) + failures.get(stage, 0))
+        for stage, h in hits.items()
+        if h and stage != "target"
+    }
+    if hits.get("target"):  # a fresh run never repeats a target conversation: this one resumed,
+        hit_rates = {}  # and its hits say what was cached, not how often the data repeats
+    for stage, observed in _call_log(folder).items():  # per-call seconds: the distribution
+        model = per_stage.get(stage)
+        if model is not None and stage != "target" and len(observed) >= 5:
+            waits = tuple(max(0.0, x - model.cpu) for x in observed)
+            per_stage[stage] = replace(
+                model, observed=waits, source=f"{model.source}, {len(waits)} call times"
+            )
+    stretch = 1.0
+    if float(cpu_seconds.get("verify", 0.0)) > 0:
+        stretch = max(1.0, float(seconds.get("verify", 0.0)) / float(cpu_seconds["verify"]))
+    return RunStats(per_stage, _pass_rate(folder), tokens, str(results_path), hit_rates, stretch)
+
+
+def _call_log(folder: Path) -> dict[str, list[float]]:
+    """Seconds of every backend call by stage, from a call log (``call_log:``) in the run folder."""
+    path = _find(folder, ("*calls*.jsonl",)) if folder.is_dir() else None
+    out: dict[str, list[float]] = {}
+    if path is None:
+        return out
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+            out.setdefault(str(row["stage"]), []).append(float(row["seconds"]))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+def _find(folder: Path, patterns: tuple[str, ...]) -> Path | None:
+    if folder.is_file():
+        return folder
+    for pattern in patterns:
+        hits = sorted(folder.rglob(pattern))
+        if hits:
+            return hits[-1]
+    return None
+
+
+def _pass_rate(folder: Path) -> float | None:
+    """Share of verified edit attempts that passed, from the run's sample records."""
+    path = _find(folder, ("samples.jsonl", "*samples*.jsonl")) if folder.is_dir() else None
+    if path is None:
+        return None
+    passed = checked = 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        record = row.get("edct_record", row) if isinstance(row, dict) else {}
+        for step in record.get("steps") or ():
+            for attempt in step.get("attempts") or ():
+                check = attempt.get("check")
+                if check is not None:
+                    checked += 1
+                    passed += bool(check.get("passed"))
+    return passed / checked if checked else None
+
+
+def _measured(role: str, run: RunStats | None) -> CallTime | None:
+    """A role's model from a finished run: the mean over its stages' calls (the target: per
+    conversation, since the run does not record its batches' sizes)."""
+    if run is None:
+        return None
+    stages = [s for s, r in STAGE_ROLE.items() if r == role and s in run.per_stage]
+    if not stages:
+        return None
+    first = run.per_stage[stages[0]]
+    mean = sum(run.per_stage[s].seconds for s in stages) / len(stages)
+    cpu = sum(run.per_stage[s].cpu for s in stages) / len(stages)
+    if role == "target":
+        return replace(first, seconds=0.0, per_item=mean, cpu=cpu, observed=())
+    observed = tuple(x for s in stages for x in run.per_stage[s].observed)
+    return replace(first, seconds=mean, cpu=cpu, observed=observed)
+
+
+def parse_assignments(items: list[str], flag: str) -> dict[str, float]:
+    """``ROLE=NUMBER`` pairs of a repeated option."""
+    out: dict[str, float] = {}
+    for item in items:
+        role, _, value = item.partition("=")
+        role = role.strip()
+        if role not in ROLES and role != "text":
+            raise ConfigError(f"{flag} {item!r}: the role must be one of {', '.join(ROLES)} (or text)")
+        try:
+            number = float(value)
+        except ValueError:
+            raise ConfigError(f"{flag} {item!r}: expected ROLE=NUMBER") from None
+        if number < 0:
+            raise ConfigError(f"{flag} {item!r}: must not be negative")
+        for r in ("extractor", "judge", "edit_parser") if role == "text" else (role,):
+            out[r] = number
+    return out
+
+
+def latency_models(
+    roles: Mapping[str, tuple[str, Mapping[str, Any]]],
+    *,
+    run: RunStats | None = None,
+    latency: Mapping[str, float] | None = None,
+    failure: Mapping[str, float] | None = None,
+    retry: Mapping[str, float] | None = None,
+) -> dict[str, CallTime]:
+    """Each role's ``CallTime`` (first match wins, see the module docstring).
+
+    ``roles``: role -> (backend name, options) of the config (a panel: its first member)."""
+    out: dict[str, CallTime] = {}
+    for role, (backend, options) in roles.items():
+        if role not in ROLES:
+            continue
+        model = _default(role, backend)
+        configured = options.get("latency_s")
+        measured = _measured(role, run)
+        if role == "target" and configured is not None and measured is not None and run is not None:
+            # a batch's latency beats a per-conversation mean; the in-process model's CPU per
+            # conversation is stretched as the run's load stretched CPU work
+            model = CallTime(
+                float(configured),
+                per_item=measured.cpu * run.cpu_stretch,
+                source=f"config latency_s (per batch) + run's CPU x{run.cpu_stretch:.1f}",
+            )
+        elif role == "target" and configured is not None:
+            model = CallTime(float(configured), cpu=model.cpu, source="config latency_s (per batch)")
+        elif measured is not None:
+            model = measured
+        elif configured is not None:  # the calibration backends sleep, then compute
+            model = replace(model, seconds=float(configured), sd=0.0, source="config latency_s")
+        if latency and role in latency:
+            model = CallTime(latency[role], source="--latency")
+        if role == "target" and model.parallel is None and backend == "openai-chat":
+            model = replace(model, parallel=int(options.get("concurrency", 16)))
+        if backend in SERIAL_BACKENDS.get(role, ()):
+            model = replace(model, serial=True)
+        if failure and role in failure:
+            model = replace(model, failure_rate=failure[role])
+        if retry and role in retry:
+            model = replace(model, retry_rate=retry[role])
+        out[role] = model
+    return out

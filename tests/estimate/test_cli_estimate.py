@@ -1,0 +1,156 @@
+"""``edct estimate`` end to end: a shipped preset by name, prices, a finished run's latencies,
+and user errors that exit 2 with one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from edct_task.cli.main import main
+from edct_task.config import calibration_config
+from edct_task.estimate.presets import PRESET_DIR
+from edct_task.run.runner import run
+
+
+def _estimate(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
+    assert main(["estimate", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_a_shipped_preset_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _estimate(capsys, "--config", "paper-qwen3-judge-flux2-max", "--n", "30", "--verify-pass-rate", "1")
+    roles = {r["role"]: r for r in out["roles"]}
+    assert out["n"] == 30 and out["statuses"] == {"scored": 30}
+    assert roles["target"]["conversations"] == 30 * 6 and roles["target"]["images"] == 30 * 6
+    assert roles["editor"]["calls"] == 60 and roles["detector"]["calls"] == 60
+    assert roles["judge"]["calls"] == 30 * 2 * 2
+    assert out["bottleneck"] in out["busy_fraction"] and out["wall_s"] > 0
+    assert [w["label"] for w in out["what_if"]][:2] == ["editor_concurrency 4", "editor_concurrency 16"]
+
+
+def test_text_report_names_the_bottleneck(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["estimate", "--config", "local-vllm-cluster", "--n", "20", "--no-what-if"]) == 0
+    text = capsys.readouterr().out
+    assert "bottleneck: editor" in text  # one diffusers editor at 40 s an edit
+    assert "cost: unknown (no prices:)" in text
+
+
+def test_cost_from_the_roles_prices(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    raw = yaml.safe_load((PRESET_DIR / "paper-qwen3-judge-flux2-max.yaml").read_text())
+    raw["roles"]["judge"] = {
+        **raw["roles"]["judge"],
+        "prices": {"input_per_million": 2.0, "output_per_million": 8.0},
+    }
+    path = tmp_path / "priced.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    out = _estimate(capsys, "--config", str(path), "--n", "10", "--no-what-if")
+    judge = next(r for r in out["roles"] if r["role"] == "judge")
+    assert judge["cost_usd"] == pytest.approx(
+        (judge["prompt_tokens"] * 2.0 + judge["completion_tokens"] * 8.0) / 1e6
+    )
+    assert judge["max_cost_usd"] > judge["cost_usd"]
+    assert out["cost_usd"] == pytest.approx(judge["cost_usd"], abs=0.006)  # the only priced role
+
+
+def test_latencies_from_a_finished_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = calibration_config("faithful", n=6, output_dir=tmp_path / "run")
+    raw = cfg.model_dump(mode="json")
+    raw.update(progress=False, bootstrap_resamples=200)
+    raw["roles"]["editor"]["latency_s"] = 0.05
+    config_path = tmp_path / "cfg.yaml"
+    config_path.write_text(yaml.safe_dump(raw))
+    from edct_task.config import load_config
+
+    outcome = run(load_config(config_path))
+    calls = outcome.results["calls"]
+    out = _estimate(
+        capsys, "--config", str(config_path), "--latencies-from", str(tmp_path / "run"), "--n", "6"
+    )
+    editor = next(r for r in out["roles"] if r["role"] == "editor")
+    assert "run: mean of" in editor["latency"]
+    wall = calls["seconds"]["edit"] / calls["calls"]["edit"]
+    cpu = calls["cpu_seconds"]["edit"] / calls["calls"]["edit"]
+    assert f"{wall - cpu:.3g} s + {cpu * 1000:.3g} ms CPU" in editor["latency"]
+    assert wall >= 0.05
+    assert 0.0 < out["verify_pass_rate"] <= 1.0
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--config", "no-such-preset"], "no shipped preset of that name"),
+        (["--config", "paper-qwen3-judge-flux2-max", "--set", "limits.schedule=lockstep"], "pipelined"),
+        (["--config", "paper-qwen3-judge-flux2-max", "--latency", "painter=3"], "the role must be one of"),
+        (["--config", "paper-qwen3-judge-flux2-max", "--latencies-from", "/nonexistent"], "no results.json"),
+    ],
+)
+def test_user_errors_exit_2_with_one_line(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["estimate", *args, "--n", "2"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_a_runs_call_log_gives_the_latency_distribution(tmp_path: Path) -> None:
+    from edct_task.estimate.latency import from_run
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    calls = {"calls": {"edit": 6}, "seconds": {"edit": 6 * 2.0}, "cpu_seconds": {"edit": 0.0}}
+    (run_dir / "results.json").write_text(json.dumps({"calls": calls}))
+    log = [{"key": str(i), "stage": "edit", "seconds": s} for i, s in enumerate([1, 1, 1, 1, 1, 7])]
+    (run_dir / "calls.jsonl").write_text("".join(json.dumps(row) + "\n" for row in log))
+    stats = from_run(run_dir)
+    edit = stats.per_stage["edit"]
+    assert edit.seconds == 2.0 and sorted(edit.observed) == [1, 1, 1, 1, 1, 7]
+    import random
+
+    draws = [edit.draw(random.Random(i))[0] for i in range(200)]
+    assert set(draws) == {1.0, 7.0}  # resampled from the calls, not the mean
+
+
+def test_without_n_a_dataset_config_counts_its_items(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from support.calibration_dataset import write_calibration_dataset
+
+    write_calibration_dataset(tmp_path / "bench", 7)
+    raw = calibration_config("faithful").model_dump(mode="json")
+    raw["data"] = {"source": "dataset", "path": str(tmp_path / "bench"), "limit": 5}
+    path = tmp_path / "cfg.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert _estimate(capsys, "--config", str(path), "--no-what-if")["n"] == 5
+    raw["data"].pop("limit")
+    path.write_text(yaml.safe_dump(raw))
+    assert _estimate(capsys, "--config", str(path), "--no-what-if")["n"] == 7
+
+
+def test_a_judge_panel_with_self_consistency_samples(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = calibration_config("faithful").model_dump(mode="json")
+    raw["roles"]["judge"] = [{"backend": "calibration-rules"}] * 3
+    raw["protocol"] = {"k": 2, "judge_samples": 3, "judge_temperature": 0.7}
+    path = tmp_path / "panel.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    out = _estimate(capsys, "--config", str(path), "--n", "10", "--verify-pass-rate", "1", "--no-what-if")
+    judge = next(r for r in out["roles"] if r["role"] == "judge")
+    assert judge["members"] == 3
+    assert judge["calls"] == 10 * 2 * 3 * 3 * 2  # items x steps x judges x samples x (binary, graded)
+
+
+def test_a_resumed_runs_cache_hits_are_not_taken_for_repeated_prompts(tmp_path: Path) -> None:
+    from edct_task.estimate.latency import from_run
+
+    calls = {"calls": {"target": 60, "judge": 10}, "seconds": {"target": 6.0, "judge": 10.0}}
+    fresh = {**calls, "cache_hits": {"judge": 30}}
+    resumed = {**calls, "cache_hits": {"judge": 30, "target": 40}}
+    for name, block in (("fresh", fresh), ("resumed", resumed)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(json.dumps({"calls": block}))
+    assert from_run(tmp_path / "fresh").hit_rates == {"judge": 0.75}
+    assert from_run(tmp_path / "resumed").hit_rates == {}
