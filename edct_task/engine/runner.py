@@ -49,7 +49,7 @@ def load_samples(data: DataSection, images: ImageStore) -> list[SampleInput | Sa
     if data.source == "dataset":
         from edct_task.bench_data import bench_samples
 
-        items = bench_samples(data.path, images)
+        items = bench_samples(data.path, images, max_pixels=data.max_pixels)
         return items[: data.limit] if data.limit else items
     from edct_task.calibration import generate_samples
 
