@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import logging
 import platform
 import time
 from dataclasses import dataclass
@@ -30,6 +31,8 @@ from edct_task.roles import build_roles
 from edct_task.run_outputs import RESULTS_FILE, SAMPLES_FILE, image_files
 from edct_task.scoring.metrics import judge_agreement, summarise
 from model_adapters.usage import role_usage
+
+log = logging.getLogger(__name__)
 
 RESULTS_SCHEMA_VERSION = 1
 
@@ -168,8 +171,20 @@ def write_outputs(
     """results.json, samples.jsonl and the chain images (``run_outputs.image_files``), atomically."""
     atomic_write(out_dir / RESULTS_FILE, json.dumps(results, indent=2, sort_keys=False) + "\n")
     atomic_write(out_dir / SAMPLES_FILE, "".join(r.model_dump_json() + "\n" for r in records))
+    lost: list[str] = []
     for r in records:
         for name, ref in image_files(r).items():
+            if not images.intact(ref):  # checked against its id (once per process: usually already)
+                lost.append(name)
+                continue
             target = out_dir / name
             target.parent.mkdir(parents=True, exist_ok=True)
             place(images.path(ref), target)
+    if lost:
+        log.warning(
+            "%d image(s) of the records are no longer in the image store %s and were not written "
+            "(first: %s); rerun the same command to recompute them",
+            len(lost),
+            images.images_dir,
+            lost[0],
+        )

@@ -23,10 +23,13 @@ later moment. Power loss and OS crashes are out of scope by default (see ``Stage
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
+import logging
 import math
+import os
 import re
 import sqlite3
 import threading
@@ -43,6 +46,7 @@ from PIL.PngImagePlugin import PngInfo
 
 from edct_task.engine.files import atomic_write
 
+log = logging.getLogger(__name__)
 __all__ = [
     "CACHE_SCHEMA_VERSION",
     "IMAGE_META_PREFIX",
@@ -225,6 +229,26 @@ class StageCache:
         self.root.mkdir(parents=True, exist_ok=True)
         self.path = self.root / "stages.sqlite"
         self._lock = threading.Lock()
+        self._warned = False
+        try:
+            conn = self._open(synchronous)
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError):  # locked, unreadable folder: not damage
+                raise
+            moved = _move_aside(self.path)
+            log.warning(
+                "stage cache %s is damaged (%s); moved it aside to %s and starting from an empty cache "
+                "(finished calls are recomputed)",
+                self.path,
+                exc,
+                moved.name,
+            )
+            conn = self._open(synchronous)
+        self._conn: sqlite3.Connection | None = conn
+
+    def _open(self, synchronous: str) -> sqlite3.Connection:
+        """Connect, check the schema version and that the file is a sound SQLite database
+        (``PRAGMA quick_check``), create the table. ``sqlite3.DatabaseError`` for a damaged file."""
         conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
         try:
             # The version is checked before anything is written: a refused folder stays as it was.
@@ -234,6 +258,9 @@ class StageCache:
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise RuntimeError(f"{self.path}: could not switch SQLite to WAL mode (got {mode!r})")
+            problems = [row[0] for row in conn.execute("PRAGMA quick_check").fetchall()]
+            if problems != ["ok"]:
+                raise sqlite3.DatabaseError(f"quick_check: {'; '.join(map(str, problems[:3]))}")
             conn.execute(f"PRAGMA synchronous={synchronous}")
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS entries ("
@@ -249,7 +276,7 @@ class StageCache:
         except BaseException:
             conn.close()
             raise
-        self._conn: sqlite3.Connection | None = conn
+        return conn
 
     # -- internals
 
@@ -274,16 +301,37 @@ class StageCache:
     def entry(self, key: str) -> CacheEntry | None:
         """The stored entry for ``key`` with its stage, meta and time, or ``None`` on a miss."""
         key = self._check_key(key)
-        with self._lock:
-            row = (
-                self._connection()
-                .execute("SELECT stage, value, meta, created FROM entries WHERE key = ?", (key,))
-                .fetchone()
+        try:
+            with self._lock:
+                row = (
+                    self._connection()
+                    .execute("SELECT stage, value, meta, created FROM entries WHERE key = ?", (key,))
+                    .fetchone()
+                )
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError):
+                raise
+            self._warn_once(
+                f"stage cache {self.path} has a damaged page ({exc}); its entries there are recomputed"
             )
+            return None
         if row is None:
             return None
         stage, value, meta, created = row
-        return CacheEntry(key, stage, json.loads(value), None if meta is None else json.loads(meta), created)
+        try:
+            decoded = json.loads(value)
+            meta_value = None if meta is None else json.loads(meta)
+            if not isinstance(decoded, dict):
+                raise ValueError(f"a {type(decoded).__name__}, not an object")
+        except (TypeError, ValueError) as exc:
+            self._warn_once(f"stage cache {self.path}: entry {key[:12]}… is not JSON ({exc}); recomputed")
+            return None
+        return CacheEntry(key, stage, decoded, meta_value, created)
+
+    def _warn_once(self, message: str) -> None:
+        if not self._warned:
+            self._warned = True
+            log.warning(message)
 
     def put(
         self,
@@ -360,6 +408,16 @@ class StageCache:
     def __repr__(self) -> str:
         state = "closed" if self._conn is None else "open"
         return f"StageCache({str(self.root)!r}, {state})"
+
+
+def _move_aside(path: Path) -> Path:
+    """Rename a damaged database (and its ``-wal`` / ``-shm`` files) to ``<name>.damaged-<time>``."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    target = path.with_name(f"{path.name}.damaged-{stamp}-{os.getpid()}")
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(f"{path}{suffix}", f"{target}{suffix}")
+    return target
 
 
 # --------------------------------------------------------------------------- image store
@@ -485,6 +543,8 @@ class ImageStore:
         self.root = Path(root)
         self.images_dir = self.root / "images"
         self.images_dir.mkdir(parents=True, exist_ok=True)
+        self._intact: set[str] = set()
+        """Refs whose file this process wrote or verified (a set: safe to share between threads)."""
 
     def path(self, ref: str) -> Path:
         """Where the PNG of ``ref`` lives (whether or not it exists).
@@ -520,7 +580,7 @@ class ImageStore:
             If an ``edct_`` key cannot be a PNG text keyword.
         """
         ref = _remembered_ref(image) if isinstance(image, Image.Image) else None
-        if ref is not None and self.has(ref):
+        if ref is not None and ref in self._intact and self.has(ref):
             return ref
         content = _Content.of(image)
         self._write(content)
@@ -542,13 +602,39 @@ class ImageStore:
         return ref, out
 
     def _write(self, content: _Content) -> None:
-        """The PNG of ``content`` at its ref's path, atomically, unless it is there already."""
+        """The PNG of ``content`` at its ref's path, atomically, unless it is there already (and
+        intact: a damaged file is replaced)."""
         ref = content.ref
         target = self.path(ref)
-        if target.is_file():
+        if ref in self._intact and target.is_file():
             return
+        if target.is_file():
+            try:
+                self.get(ref)
+                return
+            except KeyError as exc:
+                log.warning("image store: %s; writing it again", str(exc).strip("'\""))
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(target, content.png())
+        self._intact.add(ref)
+
+    def intact(self, ref: str) -> bool:
+        """Whether the file of ``ref`` exists and decodes to the content ``ref`` names.
+
+        A file that does not (truncated, overwritten, another image) is removed, so that whoever
+        needs it recomputes it. Each ref is decoded once per process; ``False`` for a malformed ref.
+        """
+        try:
+            self.get(ref)
+        except KeyError:
+            return False
+        return True
+
+    def _damaged(self, ref: str, path: Path, why: str) -> KeyError:
+        self._intact.discard(ref)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        return KeyError(f"image {ref} in {self.images_dir} was damaged ({why}) and has been removed")
 
     def get(self, ref: str) -> Image.Image:
         """Load the image of ``ref`` as RGB, with its ``edct_`` text entries in ``.info``.
@@ -560,10 +646,14 @@ class ImageStore:
         ``image.copy()`` first. This also keeps an image shared between requests (the
         driver's decoded-image cache) from being changed under another request.
 
+        The file is checked against ``ref`` (the id of what it decodes to) the first time this
+        store reads it; a damaged file is removed (one warning) and ``KeyError`` raised, so the
+        caller recomputes it.
+
         Raises
         ------
         KeyError
-            If ``ref`` is malformed or not stored.
+            If ``ref`` is malformed, not stored, or its file was damaged.
         """
         try:
             p = self.path(ref)
@@ -579,8 +669,19 @@ class ImageStore:
                 }
                 out = f.convert("RGB")
         except FileNotFoundError:
+            self._intact.discard(ref)
             raise KeyError(f"no image with ref {ref!r} in {self.images_dir}") from None
+        except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+            raise self._damaged(ref, p, f"not a decodable PNG: {type(exc).__name__}") from None
         out.info = meta
+        if ref not in self._intact:
+            try:
+                found = _Content.of(out).ref
+            except ValueError as exc:
+                raise self._damaged(ref, p, str(exc)) from None
+            if found != ref:
+                raise self._damaged(ref, p, f"it holds image {found[:12]}…") from None
+            self._intact.add(ref)
         _remember_ref(out, ref)
         return out
 
