@@ -21,7 +21,6 @@ from __future__ import annotations
 import csv
 import io
 import itertools
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -29,6 +28,7 @@ from typing import Any, Literal
 
 from edct_task.annotation.interventions import EdctVerdict
 from edct_task.annotation.labels import Label
+from edct_task.engine.files import json_text
 from edct_task.scoring.panel import cohen_kappa
 from edct_task.scoring.statistics import wilson_interval
 
@@ -331,4 +331,4 @@ def to_json(report: AgreementReport) -> dict[str, Any]:
 
 def dumps_json(report: AgreementReport) -> str:
     """:func:`to_json` as indented text."""
-    return json.dumps(to_json(report), indent=2, ensure_ascii=False) + "\n"
+    return json_text(to_json(report), indent=2, ensure_ascii=False) + "\n"

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from edct_task.cli.options import optional_path
+from edct_task.engine.files import atomic_write
 
 
 def add_parser(sub: Any) -> None:
@@ -61,9 +62,9 @@ def run(args: argparse.Namespace) -> int:
     out = args.out if args.out is not None else args.run_dir / AGREEMENT_DIR
     try:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "agreement.md").write_text(markdown, encoding="utf-8")
-        (out / "agreement.csv").write_text(to_csv(report), encoding="utf-8")
-        (out / "agreement.json").write_text(dumps_json(report), encoding="utf-8")
+        atomic_write(out / "agreement.md", markdown)
+        atomic_write(out / "agreement.csv", to_csv(report))
+        atomic_write(out / "agreement.json", dumps_json(report))
     except OSError as exc:
         print(f"edct agreement: cannot write into {out}: {exc}; pass --out DIR", file=sys.stderr)
         return 2

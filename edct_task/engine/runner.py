@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import logging
 import platform
 import time
@@ -21,7 +20,7 @@ from typing import Any
 
 from edct_task import __version__, prompts
 from edct_task.config import DataSection, RunConfig
-from edct_task.engine.files import atomic_write, place
+from edct_task.engine.files import atomic_write, json_text, place
 from edct_task.engine.lockstep import build_dispatcher, run_samples
 from edct_task.engine.records import SCHEMA_VERSION, SampleInput, SampleRecord
 from edct_task.engine.sharding import Shard, gather_run, shard_from_env
@@ -169,7 +168,7 @@ def write_outputs(
     out_dir: Path, records: list[SampleRecord], results: dict[str, Any], images: ImageStore
 ) -> None:
     """results.json, samples.jsonl and the chain images (``run_outputs.image_files``), atomically."""
-    atomic_write(out_dir / RESULTS_FILE, json.dumps(results, indent=2, sort_keys=False) + "\n")
+    atomic_write(out_dir / RESULTS_FILE, json_text(results, indent=2, sort_keys=False) + "\n")
     atomic_write(out_dir / SAMPLES_FILE, "".join(r.model_dump_json() + "\n" for r in records))
     lost: list[str] = []
     for r in records:

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from edct_task.engine.files import atomic_write, json_text
 from edct_task.leaderboard.html import render_html
 from edct_task.leaderboard.verify import Rejected, Verified, verify_bundle
 from edct_task.reporting.setup import setup_label
@@ -187,13 +187,13 @@ def to_csv(board: dict[str, Any]) -> str:
 def write_board(board: dict[str, Any], out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     files = {
-        "leaderboard.json": json.dumps(board, indent=2, ensure_ascii=False) + "\n",
         "leaderboard.md": to_markdown(board),
         "leaderboard.csv": to_csv(board),
         "leaderboard.html": render_html(board),
+        "leaderboard.json": json_text(board, indent=2, ensure_ascii=False) + "\n",
     }
     paths = []
-    for name, text in files.items():
-        (out / name).write_text(text, encoding="utf-8")
+    for name, text in files.items():  # leaderboard.json last: it is the one other tools read
+        atomic_write(out / name, text)
         paths.append(out / name)
     return paths

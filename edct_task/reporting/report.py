@@ -12,12 +12,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from edct_task.audit.links import ValidationOutputs, markdown_lines, validation_outputs
+from edct_task.engine.files import atomic_write, json_text
 from edct_task.reporting import paper_tables
 from edct_task.reporting.figures import Panel, Point, figure5, rank_correlation
 from edct_task.reporting.setup import setup_label
@@ -116,7 +116,7 @@ def write_table(table: Table, out: Path) -> list[str]:
     names = []
     for suffix, text in files.items():
         path = out / f"{table.name}{suffix}"
-        path.write_text(text, encoding="utf-8")
+        atomic_write(path, text)
         names.append(path.name)
     return names
 
@@ -174,7 +174,7 @@ def write_report(collection: Collection, out: Path) -> dict[str, Any]:
         ],
         "notes": notes,
     }
-    (out / REPORT_JSON).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    report_json = json_text(report, indent=2, ensure_ascii=False) + "\n"
     md = ["# EDCT report", ""]
     for t in tables:
         md.append(to_markdown(t))
@@ -197,5 +197,6 @@ def write_report(collection: Collection, out: Path) -> dict[str, Any]:
             md.extend(f"  {line}" for line in markdown_lines(v, relative_to=out))
         md.append("")
     md.extend(f"- {n}" for n in notes)
-    (out / REPORT_MD).write_text("\n".join(md) + "\n", encoding="utf-8")
+    atomic_write(out / REPORT_MD, "\n".join(md) + "\n")
+    atomic_write(out / REPORT_JSON, report_json)  # last: it is the one other tools read
     return report

@@ -16,7 +16,6 @@ from support.calibration_dataset import write_calibration_dataset
 
 from edct_task import roles as roles_mod
 from edct_task.bench_data.format import bench_samples
-from edct_task.bench_data.image_decode import ImageRefused, decode_bounded
 from edct_task.calibration import ReferenceVLM
 from edct_task.cli.main import main
 from edct_task.config import calibration_config, config_from_dict
@@ -70,6 +69,8 @@ def test_a_reply_with_a_lone_surrogate_costs_nothing_and_is_written_as_utf8(
 
 
 def test_a_decompression_bomb_is_refused_without_decoding() -> None:
+    from edct_task.bench_data.image_decode import ImageRefused, decode_bounded
+
     with pytest.raises(ImageRefused, match=r"20000×20000|decompression bomb"):
         decode_bounded(bomb_png())
 
