@@ -91,17 +91,13 @@ class Bundle:
     def records(self) -> list[SampleRecord]:
         if "samples.jsonl" not in self.members:
             raise BundleError(f"{self.path}: member samples.jsonl is missing")
-        out = []
-        for i, line in enumerate(self.members["samples.jsonl"].decode("utf-8").splitlines(), 1):
-            if line.strip():
-                try:
-                    out.append(SampleRecord.model_validate_json(line))
-                except ValueError as exc:
-                    first = str(exc).splitlines()[0]
-                    raise BundleError(
-                        f"{self.path}: samples.jsonl line {i} is not a sample record ({first})"
-                    ) from None
-        return out
+        from edct_task.run_checks import RunReadError, decode_utf8, parse_records
+
+        where = f"{self.path}: samples.jsonl"
+        try:
+            return parse_records(where, decode_utf8(where, self.members["samples.jsonl"]))
+        except RunReadError as exc:
+            raise BundleError(str(exc)) from None
 
     def edct_run(self) -> EdctRun:
         """The bundle as an EDCT result for ``edct report`` (its claimed numbers, its setup)."""
@@ -150,11 +146,12 @@ def _run_of(path: Path) -> tuple[EdctRun, dict[str, Any], dict[str, Any] | None,
 
 def create_bundle(run_path: Path, out: Path, *, with_images: bool = False) -> dict[str, Any]:
     """Pack the run at ``run_path`` into ``out``; return ``bundle.json``."""
+    from edct_task.reporting.lmms_results import ResultsFileError
     from edct_task.run_outputs import RunReadError, load_run
 
     try:
         run, results, setup_source, kind = _run_of(run_path)
-    except ReportInputError as exc:
+    except (ReportInputError, ResultsFileError, RunReadError) as exc:
         raise BundleError(str(exc)) from None
     if run.flags:
         raise BundleError(f"{run_path}: cannot bundle an inconsistent run: {'; '.join(run.flags)}")
