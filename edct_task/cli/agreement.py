@@ -26,6 +26,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--run", dest="run_dir", type=Path, required=True, metavar="RUN", help="the run the labels are of"
     )
+    p.add_argument(
+        "--not-assessable",
+        choices=("invalid", "missing"),
+        default="invalid",
+        help="edit validity: count a 'not assessable' label as not valid (invalid: the paper's definition, "
+        "every intervention counts; default) or leave it out (missing)",
+    )
     optional_path(
         p,
         "--out",
@@ -49,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         loaded = load_run(args.run_dir)
         labels = read_label_files(args.labels)
-        report = agreement_report(labels, edct_verdicts(loaded.records))
+        report = agreement_report(labels, edct_verdicts(loaded.records), not_assessable=args.not_assessable)
     except (RunReadError, LabelFileError, UnknownInterventionError) as exc:
         print(f"edct agreement: {exc}", file=sys.stderr)
         return 2
