@@ -107,7 +107,9 @@ class Bundle:
             model_name=str(model.get("name", "unknown")),
             task=str(self.meta.get("task", "edct")),
             summary=self.meta.get("claimed", {}),
-            setup=self.meta.get("setup", {}),
+            # the bundle's setup also names the target (for the board); a report's setup is the
+            # setup without it, exactly as for the run folder the bundle was made from
+            setup={k: v for k, v in (self.meta.get("setup") or {}).items() if k != "target"},
             seed=(self.meta.get("scoring") or {}).get("seed"),
             kind="bundle",
             source=str(self.path),
