@@ -30,6 +30,7 @@ from edct_task.leaderboard.verify import Rejected, Verified, verify_bundle
 from edct_task.reporting.setup import setup_label
 from edct_task.reporting.tables import interval_cell
 from edct_task.scoring.metrics import CCS_BINARY, METRIC_NAMES
+from edct_task.text_safety import md_cell, reveal, reveal_line
 
 RANK_METRIC = CCS_BINARY
 
@@ -115,7 +116,7 @@ def to_markdown(board: dict[str, Any]) -> str:
         lines += [
             f"## Track {t['id']}",
             "",
-            f"`{t['label']}`",
+            "`" + reveal_line(t["label"]).replace("`", "'") + "`",
             "",
             "| Rank | Range | Model | CCS_binary | CCS_graded | AC k=1 | EF k=1 | AC k=2 | EF k=2 | scored | "
             "excluded | bundle |",
@@ -134,12 +135,12 @@ def to_markdown(board: dict[str, Any]) -> str:
                 str(r["counts"]["excluded"]),
                 Path(r["bundle"]).name,
             ]
-            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+            lines.append("| " + " | ".join(md_cell(c) for c in cells) + " |")
         lines.append("")
     if board["rejected"]:
         lines += ["## Rejected bundles", "", "| bundle | reason |", "| --- | --- |"]
         lines += [
-            f"| {Path(r['bundle']).name} | {r['reason'].replace('|', '/')} |" for r in board["rejected"]
+            f"| {md_cell(Path(r['bundle']).name)} | {md_cell(r['reason'])} |" for r in board["rejected"]
         ]
     return "\n".join(lines) + "\n"
 
@@ -170,8 +171,8 @@ def to_csv(board: dict[str, Any]) -> str:
                     t["id"],
                     r["rank"],
                     *r["rank_range"],
-                    r["model"],
-                    r["bundle"],
+                    reveal(r["model"]),
+                    reveal(r["bundle"]),
                     *(
                         ("" if r[m][p] is None else r[m][p])
                         for m in METRIC_NAMES

@@ -23,6 +23,7 @@ from edct_task.reporting.figures import Panel, Point, figure5, rank_correlation
 from edct_task.reporting.setup import setup_label
 from edct_task.reporting.sources import Collection, collect
 from edct_task.reporting.tables import Table, to_csv, to_latex, to_markdown
+from edct_task.text_safety import md_cell, reveal_line
 
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
@@ -185,7 +186,10 @@ def write_report(collection: Collection, out: Path) -> dict[str, Any]:
     for c in correlations:
         rho = "–" if c["spearman"] is None else f"{c['spearman']:.3f}"
         tau = "–" if c["kendall"] is None else f"{c['kendall']:.3f}"
-        md.append(f"| {c['display']} | {c['metric']} | {rho} | {tau} | {c['n_models']} | {c['note']} |")
+        md.append(
+            f"| {md_cell(c['display'])} | {md_cell(c['metric'])} | {rho} | {tau} | {c['n_models']} "
+            f"| {md_cell(c['note'])} |"
+        )
     md.append("")
     if figures:
         md.append(f"![Fig. 5: CCS vs other benchmarks]({FIGURE_STEM}.png)")
@@ -196,7 +200,7 @@ def write_report(collection: Collection, out: Path) -> dict[str, Any]:
             md.append(f"- `{v.run}`:")
             md.extend(f"  {line}" for line in markdown_lines(v, relative_to=out))
         md.append("")
-    md.extend(f"- {n}" for n in notes)
+    md.extend(f"- {reveal_line(n)}" for n in notes)
     atomic_write(out / REPORT_MD, "\n".join(md) + "\n")
     atomic_write(out / REPORT_JSON, report_json)  # last: it is the one other tools read
     return report
