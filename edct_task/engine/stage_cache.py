@@ -475,6 +475,18 @@ class _Content:
         return buf.getvalue()
 
 
+def _png_problem(path: Path) -> str | None:
+    """Why the file at ``path`` is not a complete, uncorrupted PNG (chunk CRCs), or None."""
+    try:
+        with Image.open(path) as f:
+            if f.format != "PNG":
+                return f"a {f.format} file, not a PNG"
+            f.verify()
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+        return f"{type(exc).__name__}: {str(exc)[:80]}"
+    return None
+
+
 def _remember_ref(image: Image.Image, ref: str) -> None:
     """Attach ``ref`` to ``image`` so that it is not hashed again while it is unchanged.
 
@@ -609,11 +621,14 @@ class ImageStore:
         if ref in self._intact and target.is_file():
             return
         if target.is_file():
-            try:
-                self.get(ref)
+            # A file already there is checked cheaply (every PNG chunk's CRC, no pixel decoding):
+            # a truncated or overwritten file is written again. The full check against the id
+            # happens when it is read (``get``).
+            problem = _png_problem(target)
+            if problem is None:
                 return
-            except KeyError as exc:
-                log.warning("image store: %s; writing it again", str(exc).strip("'\""))
+            log.warning("image store: %s is damaged (%s); writing it again", target, problem)
+            self._intact.discard(ref)
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(target, content.png())
         self._intact.add(ref)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from PIL import Image
-from support.calibration_dataset import write_calibration_dataset
+from support.calibration_dataset import bomb_png, write_calibration_dataset
 
 from edct_task import roles as roles_mod
 from edct_task.bench_data.format import bench_samples
@@ -30,13 +30,6 @@ def _config(tmp_path: Path, name: str, n: int = 4, data: Path | None = None, **e
     if data is not None:
         raw["data"] = {"source": "dataset", "path": str(data), **extra}
     return raw
-
-
-def bomb_png(side: int = 20_000) -> bytes:
-    """A PNG of a few hundred KB claiming ``side``² pixels (1-bit, all black)."""
-    buf = io.BytesIO()
-    Image.new("1", (side, side)).save(buf, format="PNG", optimize=False)
-    return buf.getvalue()
 
 
 class _SurrogateVLM(ReferenceVLM):
