@@ -192,14 +192,13 @@ def sample_of(doc: dict[str, Any], image_ref: str) -> SampleInput:
 
 
 def doc_image(doc: dict[str, Any]) -> Any:
+    """The document's image as the model and the image store see it: decoded with the pixel
+    budget, bombs refused, EXIF orientation applied (``bench_data.image_decode``)."""
     image = doc["image"]
     if isinstance(image, dict):  # undecoded datasets Image
-        import io
+        from edct_task.bench_data.format import decode_image
 
-        from PIL import Image
-
-        image = Image.open(io.BytesIO(image["bytes"])) if image.get("bytes") else Image.open(image["path"])
-        image.load()
+        image = decode_image(image)
     return image
 
 
