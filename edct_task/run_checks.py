@@ -28,6 +28,7 @@ __all__ = [
     "RunReadError",
     "bad_image_refs",
     "check_results",
+    "check_summary",
     "decode_utf8",
     "parse_json_line",
     "parse_json_object",
@@ -181,6 +182,24 @@ def _non_finite(value: Any, path: str) -> str | None:
     if isinstance(value, list):
         return next((p for i, v in enumerate(value) if (p := _non_finite(v, f"{path}[{i}]"))), None)
     return None
+
+
+def _refuse(where: str | Path, exc: ValidationError, prefix: str = "") -> RunReadError:
+    err = exc.errors()[0]
+    key = ".".join(str(x) for x in (*([prefix] if prefix else []), *err["loc"]))
+    return RunReadError(f"{where}: {key}: {err['msg'].lower()}")
+
+
+def check_summary(where: str | Path, summary: Any) -> dict[str, Any]:
+    """``summary`` when it has the shape ``scoring.metrics.summarise`` writes (finite numbers)."""
+    try:
+        _Summary.model_validate(summary)
+    except ValidationError as exc:
+        raise _refuse(where, exc, "claimed") from None
+    bad = _non_finite(summary, "claimed")
+    if bad:
+        raise RunReadError(f"{where}: {bad} is not a finite number")
+    return summary
 
 
 def check_results(where: str | Path, results: dict[str, Any]) -> dict[str, Any]:

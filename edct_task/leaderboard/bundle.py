@@ -101,6 +101,12 @@ class Bundle:
 
     def edct_run(self) -> EdctRun:
         """The bundle as an EDCT result for ``edct report`` (its claimed numbers, its setup)."""
+        from edct_task.run_checks import RunReadError, check_summary
+
+        try:
+            check_summary(f"{self.path}: {BUNDLE_JSON}", self.meta.get("claimed"))
+        except RunReadError as exc:
+            raise BundleError(str(exc)) from None
         model = self.meta.get("model", {})
         return EdctRun(
             model_key=str(model.get("key", "unknown")),

@@ -159,3 +159,17 @@ def test_audit_of_lmms_output_with_a_non_hex_ref_is_one_line(tmp_path: Path, cap
     out.mkdir(parents=True)
     (out / "20261201_samples_edct_calibration.jsonl").write_text(json.dumps(logged) + "\n")
     _one_line_exit_2(capsys, ["audit", str(tmp_path / "lmms")], "_samples_edct_calibration.jsonl, line 1")
+
+
+def test_report_of_a_bundle_with_a_claim_of_the_wrong_shape_is_one_line(tmp_path: Path, capsys) -> None:
+    from edct_task.leaderboard.bundle import read_bundle, reseal, write_zip
+
+    write_edct_run(tmp_path / "run", records(0.5, n=4))
+    good = tmp_path / "good.edct.zip"
+    assert main(["submit", str(tmp_path / "run"), "--out", str(good)]) == 0
+    bundle = read_bundle(good)
+    meta = json.loads(json.dumps(bundle.meta))
+    meta["claimed"]["overall"]["metrics"]["ccs_binary"]["estimate"] = "high"
+    bad = tmp_path / "bad.edct.zip"
+    write_zip(bad, reseal(meta, dict(bundle.members)), dict(bundle.members))
+    _one_line_exit_2(capsys, ["report", str(bad), "--out", str(tmp_path / "r")], "bad.edct.zip", "estimate")
