@@ -47,6 +47,7 @@ from PIL.PngImagePlugin import PngInfo
 from edct_task.engine.files import atomic_write
 
 log = logging.getLogger(__name__)
+
 __all__ = [
     "CACHE_SCHEMA_VERSION",
     "IMAGE_META_PREFIX",
@@ -219,6 +220,9 @@ class StageCache:
     Notes
     -----
     Never ``put`` an error, refusal or unparseable output: a resumed run must retry those.
+    A database SQLite cannot read (``PRAGMA quick_check`` at open) is moved aside to
+    ``stages.sqlite.damaged-<time>-<pid>`` with one warning and the cache starts empty: it holds
+    nothing that cannot be recomputed. An entry that is not JSON is a miss (one warning).
     ``put`` on an existing key replaces the entry (last write wins).
     """
 
@@ -359,12 +363,19 @@ class StageCache:
             raise TypeError(f"stage must be a non-empty str; got {stage!r}")
         value_text = _json_text(value, "value", sort_keys=False)
         meta_text = None if meta is None else _json_text(meta, "meta", sort_keys=False)
-        with self._lock:
-            # Autocommit mode: this single statement is one committed transaction.
-            self._connection().execute(
-                "INSERT OR REPLACE INTO entries (key, stage, value, meta, created) VALUES (?, ?, ?, ?, ?)",
-                (key, stage, value_text, meta_text, time.time()),
-            )
+        try:
+            with self._lock:
+                # Autocommit mode: this single statement is one committed transaction.
+                self._connection().execute(
+                    "INSERT OR REPLACE INTO entries (key, stage, value, meta, created) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (key, stage, value_text, meta_text, time.time()),
+                )
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError):  # a full disk, a lock: the caller decides
+                raise
+            # the file was damaged while this run had it open: the result is used, not kept
+            self._warn_once(f"stage cache {self.path} is damaged ({exc}); new results are not cached")
 
     def counts(self) -> dict[str, int]:
         """Number of stored entries per stage, sorted by stage name."""
