@@ -37,7 +37,12 @@ from edct_task.engine.records import SampleInput, SampleRecord, SampleScores
 from edct_task.engine.requests import AskTarget, Request
 from edct_task.engine.stage_cache import CacheSchemaError, ImageStore, StageCache
 from edct_task.engine.workspace import check_writable
-from edct_task.lmms.documents import doc_image, sample_of
+from edct_task.lmms.documents import (
+    IMAGE_ERRORS,
+    doc_image_and_notes,
+    sample_of,
+    unreadable_record,
+)
 from edct_task.lmms.turns import first_turn_text, target_images, turn_text
 from edct_task.roles import ConfigError, Roles, build_roles
 from edct_task.scoring import metrics as scoring
@@ -238,8 +243,14 @@ def doc_to_text(
     session: Session | None = info.get("edct_session")
     if session is None:
         s = settings()
-        ref = s.images.put(doc_image(doc))
-        session = Session(sample_of(doc, ref), s.protocol, s.dispatcher)
+        try:
+            image, notes = doc_image_and_notes(doc)
+            ref = s.images.put(image)
+        except IMAGE_ERRORS as exc:  # a bad image costs this document: its error record, no model call
+            record = unreadable_record(doc, exc)
+            state = {"sample": record.sample.id, "rounds": 0, "status": record.status}
+            return None, None, True, [*outputs, final_response(record)], {"state": state}  # type: ignore[arg-type]
+        session = Session(sample_of(doc, ref, notes), s.protocol, s.dispatcher)
     if session.pending is None:  # should not happen: the loop stops at the terminal round
         return None, None, True, [*outputs, final_response(session.record)], info  # type: ignore[arg-type]
     session.answer(reply if isinstance(reply, str) else str(reply))
