@@ -9,7 +9,10 @@ median over ``--runs`` rounds of the per-image time of
 - ``put_known``: put a *fresh* PIL object with pixels already stored (what a resumed run does
   for every dataset image);
 - ``put_read_back``: put the very object ``get`` returned (an image passed along unchanged);
-- ``get``: read an image back (PNG decode).
+- ``get``: read an image back (PNG decode) that this store has already checked;
+- ``put_known_resumed``: ``put_known`` in a new process (a fresh store object): the file on disk
+  is checked against its id once (PNG decode + sha256), so a damaged file is written again;
+- ``get_first``: the first read of a file in a new process (decode, checked against its id).
 """
 
 from __future__ import annotations
@@ -66,7 +69,14 @@ def _per_image(fn: Callable[[Any], object], items: Sequence[Any]) -> tuple[float
 
 def measure(make: Callable[[int], list[Image.Image]], n: int, runs: int) -> dict[str, float]:
     """Median per-image milliseconds of each operation over ``runs`` fresh stores."""
-    results: dict[str, list[float]] = {"put_new": [], "put_known": [], "put_read_back": [], "get": []}
+    results: dict[str, list[float]] = {
+        "put_new": [],
+        "put_known": [],
+        "put_read_back": [],
+        "get": [],
+        "put_known_resumed": [],
+        "get_first": [],
+    }
     images = make(n)
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as tmp:
@@ -79,7 +89,11 @@ def measure(make: Callable[[int], list[Image.Image]], n: int, runs: int) -> dict
             results["get"].append(seconds)
             seconds, back = _per_image(store.put, read)
             results["put_read_back"].append(seconds)
-            assert refs == again == back
+            seconds, resumed = _per_image(ImageStore(Path(tmp)).put, [_fresh(im) for im in images])
+            results["put_known_resumed"].append(seconds)
+            seconds, _ = _per_image(ImageStore(Path(tmp)).get, refs)
+            results["get_first"].append(seconds)
+            assert refs == again == back == resumed
     return {k: round(1e3 * statistics.median(v), 3) for k, v in results.items()}
 
 

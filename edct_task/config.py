@@ -58,6 +58,12 @@ class DataSection(_Section):
     n: int = Field(300, ge=1, description="Number of calibration samples.")
     seed: int = Field(0, description="Calibration world seed.")
     limit: int | None = Field(None, ge=1, description="Use only the first N samples.")
+    max_pixels: int = Field(
+        40_000_000,
+        ge=1,
+        description="dataset: a row whose image has more pixels (width × height) is refused with its "
+        "reason, checked before decoding.",
+    )
 
 
 class RoleSection(BaseModel):

@@ -6,6 +6,7 @@ output: backend name, model id, revision, decoding settings that matter) for the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
@@ -85,6 +86,25 @@ class Completion:
     reasoning: str | None = None
     usage: TokenUsage | None = None
     finish_reason: str | None = None
+
+    def __post_init__(self) -> None:
+        # A reply is text: a lone surrogate (a JSON reply holding "\\ud800") cannot be written as
+        # UTF-8 anywhere (cache, records, reports), so it becomes U+FFFD here, for every backend.
+        object.__setattr__(self, "text", scrub_surrogates(self.text))
+        if self.reasoning is not None:
+            object.__setattr__(self, "reasoning", scrub_surrogates(self.reasoning))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def scrub_surrogates(text: str) -> str:
+    """``text`` with every lone surrogate code point replaced by U+FFFD (valid UTF-8 from then on).
+
+    A Python ``str`` decoded from JSON joins a well-formed pair (``\\ud83d\\ude00``) into one
+    character, so any surrogate left is unpaired and has no UTF-8 encoding.
+    """
+    return _SURROGATE.sub("\ufffd", text) if isinstance(text, str) else text
 
 
 @runtime_checkable

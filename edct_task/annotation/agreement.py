@@ -4,8 +4,10 @@ Two measures, each compared pair by pair over the interventions both raters scor
 
 - **CCS** (``ccs``): a human's CCS = AC · EF, given only when the human found the edit valid and
   gave both; EDCT's is CCS_j of its judge (or panel), None when unscored.
-- **edit validity** (``edit_validity``): a human's ``valid`` = 1, ``invalid`` = 0,
-  ``not_assessable`` = no label; the gate's verdict is 1 when the edit passed verification.
+- **edit validity** (``edit_validity``): a human's ``valid`` = 1 and ``invalid`` = 0; by default
+  (``not_assessable="invalid"``, the paper's definition: "valid" against everything else, so every
+  labelled intervention counts) ``not_assessable`` = 0, with ``not_assessable="missing"`` it is no
+  label. The gate's verdict is 1 when the edit passed verification.
 
 Rows: every human–human pair, every human–EDCT pair (human–gate for validity), the human
 consensus vs EDCT over the interventions where all humans scored and agree (needs two humans or
@@ -21,7 +23,6 @@ from __future__ import annotations
 import csv
 import io
 import itertools
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -30,6 +31,7 @@ from typing import Any, Literal
 from edct_task.annotation.interventions import EdctVerdict
 from edct_task.annotation.labels import Label
 from edct_task.core.errors import UserError
+from edct_task.engine.files import json_text
 from edct_task.scoring.panel import cohen_kappa
 from edct_task.scoring.statistics import wilson_interval
 
@@ -55,6 +57,12 @@ GATE = "gate"
 
 Measure = Literal["ccs", "edit_validity"]
 RowKind = Literal["human-human", "human-edct", "consensus-edct", "all-identical"]
+NotAssessable = Literal["invalid", "missing"]
+"""How edit validity counts a ``not_assessable`` label: as not valid (the paper) or as no label."""
+VALIDITY_RULES = {
+    "invalid": "the paper's definition: 'valid' against everything else (not assessable counts as not valid)",
+    "missing": "valid vs invalid; not-assessable labels are missing",
+}
 
 
 class UnknownInterventionError(UserError, ValueError):
@@ -66,9 +74,10 @@ def human_ccs(label: Label | None) -> int | None:
     return None if label is None else label.ccs
 
 
-def human_validity(label: Label | None) -> int | None:
-    """1 for ``valid``, 0 for ``invalid``, None for ``not_assessable`` or no label."""
-    if label is None or label.edit_valid == "not_assessable":
+def human_validity(label: Label | None, not_assessable: NotAssessable = "invalid") -> int | None:
+    """1 for ``valid``, 0 for ``invalid``, None for no label; ``not_assessable`` is 0 (the paper's
+    definition, the default) or None (``not_assessable="missing"``)."""
+    if label is None or (label.edit_valid == "not_assessable" and not_assessable == "missing"):
         return None
     return 1 if label.edit_valid == "valid" else 0
 
@@ -121,6 +130,8 @@ class AgreementReport:
     edct_counts: dict[str, int]
     """EDCT's own coverage of those interventions: ``ccs_scored``, ``ccs_unscored``, ``gate_scored``."""
     rows: tuple[AgreementRow, ...] = field(default=())
+    not_assessable: NotAssessable = "invalid"
+    """How edit validity counted ``not_assessable`` labels (see :data:`VALIDITY_RULES`)."""
 
 
 def _row(measure: Measure, kind: RowKind, raters: Sequence[str], agree: int, n: int, kappa: float | None):
@@ -175,9 +186,16 @@ def _measure_rows(
 
 
 def agreement_report(
-    labels: Mapping[str, Mapping[str, Label]], verdicts: Mapping[str, EdctVerdict]
+    labels: Mapping[str, Mapping[str, Label]],
+    verdicts: Mapping[str, EdctVerdict],
+    *,
+    not_assessable: NotAssessable = "invalid",
 ) -> AgreementReport:
     """Table 4 from every annotator's labels (annotator → intervention → last label).
+
+    ``not_assessable`` says how edit validity counts a ``not_assessable`` label: ``"invalid"``
+    (default; the paper's edit-validity rows use every intervention, "valid" against everything
+    else) or ``"missing"`` (left out of that rater's validity rows).
 
     Raises
     ------
@@ -198,7 +216,9 @@ def agreement_report(
                     "(are the labels from another run?)"
                 )
     ccs = {h: [human_ccs(labels[h].get(i)) for i in ids] for h in annotators}
-    validity = {h: [human_validity(labels[h].get(i)) for i in ids] for h in annotators}
+    if not_assessable not in VALIDITY_RULES:
+        raise ValueError(f"not_assessable must be one of {sorted(VALIDITY_RULES)}; got {not_assessable!r}")
+    validity = {h: [human_validity(labels[h].get(i), not_assessable) for i in ids] for h in annotators}
     edct_ccs = [verdicts[i].ccs for i in ids]
     gate = [verdicts[i].gate for i in ids]
     counts = []
@@ -229,6 +249,7 @@ def agreement_report(
             "gate_scored": sum(v is not None for v in gate),
         },
         rows=tuple(rows),
+        not_assessable=not_assessable,
     )
 
 
@@ -256,13 +277,14 @@ def to_markdown(report: AgreementReport) -> str:
         f"{report.interventions} interventions labelled by {len(report.annotators)} annotator(s): "
         + ", ".join(report.annotators)
         + ". Agreement over the interventions both raters scored; 95% Wilson intervals; "
-        "unlabelled, invalid, not-assessable and incomplete labels are missing, never 0.",
+        "for CCS, unlabelled, invalid, not-assessable and incomplete labels are missing, never 0.",
         "",
     ]
     for measure in ("ccs", "edit_validity"):
+        out += [f"## {_TITLES[measure]}", ""]
+        if measure == "edit_validity":
+            out += [f"Edit validity: {VALIDITY_RULES[report.not_assessable]}.", ""]
         out += [
-            f"## {_TITLES[measure]}",
-            "",
             "| raters | agree / n | rate | 95% CI | Cohen's κ |",
             "|---|---:|---:|---|---:|",
         ]
@@ -323,6 +345,7 @@ def to_json(report: AgreementReport) -> dict[str, Any]:
     """The report as plain JSON data."""
     return {
         "interventions": report.interventions,
+        "edit_validity_not_assessable": report.not_assessable,
         "annotators": list(report.annotators),
         "counts": [asdict(c) for c in report.counts],
         "edct_counts": dict(report.edct_counts),
@@ -332,4 +355,4 @@ def to_json(report: AgreementReport) -> dict[str, Any]:
 
 def dumps_json(report: AgreementReport) -> str:
     """:func:`to_json` as indented text."""
-    return json.dumps(to_json(report), indent=2, ensure_ascii=False) + "\n"
+    return json_text(to_json(report), indent=2, ensure_ascii=False) + "\n"

@@ -14,7 +14,9 @@ Routes (all JSON except the page, its two assets and the images):
 
 EDCT's own verdicts (judge scores, gate numbers, sample status) are never sent to the page. An
 unknown intervention id is answered 404 and a malformed label 422, each with a message saying what
-is wrong; nothing is written for either.
+is wrong (never repeating the input); nothing is written for either. Writes from another origin
+(403), bodies over 16 KiB (413) and JSON with NaN/Infinity (422) are refused before any handler
+(``guard.WriteGuard``).
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, HTTPException
-from fastapi.responses import FileResponse, HTMLResponse, Response
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from edct_task.annotation.guard import WriteGuard
 from edct_task.annotation.interventions import Intervention
 from edct_task.annotation.labels import LabelChoice, LabelLog
 
@@ -123,9 +127,16 @@ def create_app(session: AnnotationSession, *, allowed_hosts: Sequence[str] | Non
     names another host (400), so a web page elsewhere cannot reach the server by DNS rebinding.
     """
     app = FastAPI(title="EDCT annotation", docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(WriteGuard)  # body size, finite JSON, same-origin writes (inside the Host check)
     if allowed_hosts is not None:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
     total = len(session.draw)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's default reply repeats the input; this one says only what is wrong and where
+        detail = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", "")} for e in exc.errors()[:10]]
+        return JSONResponse({"detail": detail}, status_code=422)
 
     def checked_index(i: int) -> int:
         if not 0 <= i < total:
@@ -178,9 +189,7 @@ def create_app(session: AnnotationSession, *, allowed_hosts: Sequence[str] | Non
     def post_label(choice: LabelChoice) -> dict[str, Any]:
         if choice.intervention not in session.index:
             raise HTTPException(
-                404,
-                f"unknown intervention {choice.intervention!r}: "
-                f"not among the {total} interventions of this session",
+                404, f"unknown intervention: not among the {total} interventions of this session"
             )
         label = session.log.append(choice)
         return {

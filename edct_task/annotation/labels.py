@@ -137,6 +137,14 @@ def _error_text(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+def _utf8(path: Path, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise LabelFileError(f"{path}:{line}: not UTF-8 text; fix or delete that line") from None
+
+
 def parse_label_lines(path: Path, lines: Iterable[str]) -> list[Label]:
     """Every label of a file's lines (split at "\\n" only, never ``str.splitlines``), in order.
 
@@ -171,18 +179,26 @@ def read_label_files(paths: Iterable[Path]) -> dict[str, dict[str, Label]]:
     Raises
     ------
     LabelFileError
-        On a missing or unreadable file or a malformed line (the message names it).
+        On a missing or unreadable file, a malformed line, or one annotator's labels in two files
+        (the message names them).
     """
     out: dict[str, dict[str, Label]] = {}
+    owner: dict[str, Path] = {}
     for path in paths:
         path = Path(path)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = _utf8(path, path.read_bytes())
         except FileNotFoundError:
             raise LabelFileError(f"{path}: no such label file") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise LabelFileError(f"{path}: cannot be read ({exc})") from None
+        except OSError as exc:
+            raise LabelFileError(f"{path}: cannot be read ({exc.strerror or exc})") from None
         for label in parse_label_lines(path, text.split("\n")):
+            first = owner.setdefault(label.annotator, path)
+            if first != path:
+                raise LabelFileError(
+                    f"{path}: annotator {label.annotator!r} also labelled in {first}; one file per "
+                    "annotator (concatenate the two files if they are one person's labels)"
+                )
             out.setdefault(label.annotator, {})[label.intervention] = label
     return out
 
@@ -204,7 +220,7 @@ class LabelLog:
         self._lock = threading.Lock()
         self._latest: dict[str, Label] = {}
         if self.path.exists():
-            for label in parse_label_lines(self.path, self.path.read_text(encoding="utf-8").split("\n")):
+            for label in parse_label_lines(self.path, _utf8(self.path, self.path.read_bytes()).split("\n")):
                 if label.annotator != self.annotator:
                     raise LabelFileError(
                         f"{self.path} holds labels of annotator {label.annotator!r}, not {self.annotator!r}; "
@@ -224,8 +240,11 @@ class LabelLog:
         line = label.line().encode("utf-8")
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
             try:
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    line = b"\n" + line  # a file edited by hand without a final newline
                 view = memoryview(line)
                 while view:
                     written = os.write(fd, view)

@@ -11,6 +11,7 @@ rendered with the same functions as ``check_edit``'s artefacts.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,8 @@ from edct_task.engine.files import place
 from verification.gate_maps import heatmap_rgb, overlay_rgb, unpack_gate_maps
 
 __all__ = ["THUMB_SIDE", "ImageWriter", "Picture"]
+
+_REF_RE = re.compile(r"[0-9a-f]{64}")
 
 THUMB_SIDE = 200
 """Longer side of thumbnails, px."""
@@ -83,6 +86,9 @@ class ImageWriter:
         """The report's copy of a run image (None when the run does not have it)."""
         if not ref:
             return None
+        if not _REF_RE.fullmatch(ref):  # never a file name: only content ids name files here
+            self.missing.append(ref[:80])
+            return None
         if ref in self._done:
             return self._done[ref]
         src = self.resolve(ref)
@@ -111,6 +117,8 @@ class ImageWriter:
         ``before_ref`` is the image the edit was applied to: the overlay is drawn on it.
         """
         if not maps_ref or not before_ref:
+            return None
+        if not (_REF_RE.fullmatch(maps_ref) and _REF_RE.fullmatch(before_ref)):
             return None
         key = f"{maps_ref}|{before_ref}"
         if key not in self._figures:

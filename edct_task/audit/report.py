@@ -31,6 +31,7 @@ from edct_task.audit.embed import attribute, script_json_element
 from edct_task.audit.images import ImageWriter, Picture
 from edct_task.core.records import ChainStep, EditAttempt, SampleRecord
 from edct_task.engine.files import atomic_write
+from edct_task.text_safety import reveal_all, reveal_line
 
 __all__ = ["AUDIT_FORMAT_VERSION", "AuditSummary", "RunLike", "sample_page_name", "write_audit"]
 
@@ -302,14 +303,14 @@ def _page(kind: str, title: str, data: dict[str, Any], asset_prefix: str) -> str
         '<meta name="referrer" content="no-referrer">\n'
         f'<meta http-equiv="Content-Security-Policy" content="{attribute(CSP)}">\n'
         '<link rel="icon" href="data:,">\n'
-        f"<title>{attribute(title)}</title>\n"
+        f"<title>{attribute(reveal_line(title))}</title>\n"
         f'<link rel="stylesheet" href="{asset_prefix}assets/audit.css">\n'
         "</head>\n"
         f'<body data-page="{attribute(kind)}">\n'
         '<noscript><p class="noscript">This report needs JavaScript to show its data '
         "(it runs locally; nothing is fetched).</p></noscript>\n"
         '<main id="app"></main>\n'
-        f"{script_json_element('edct-data', data)}\n"
+        f"{script_json_element('edct-data', reveal_all(data))}\n"
         f'<script src="{asset_prefix}assets/audit.js"></script>\n'
         "</body>\n</html>\n"
     )

@@ -17,7 +17,6 @@ skipped, the next candidate is drawn, and the manifest lists the skipped files.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +41,7 @@ from edct_task.bench_data.format import (
 )
 from edct_task.bench_data.output import write_folder
 from edct_task.bench_data.sources import SourceScan
+from edct_task.engine.files import atomic_write, json_text
 
 
 @dataclass
@@ -178,7 +178,7 @@ def build_bench(req: BuildRequest) -> BuildResult:
 
         ds = datasets.Dataset.from_list(rows, features=features())
         datasets.DatasetDict({SPLIT: ds}).save_to_disk(str(tmp))
-        (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        atomic_write(tmp / MANIFEST_NAME, json_text(manifest, indent=2) + "\n")
 
     path = write_folder(Path(req.out), write, overwrite=req.overwrite)
     return BuildResult(path, manifest)

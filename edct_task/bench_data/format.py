@@ -215,33 +215,32 @@ def read_manifest(folder: str | Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def decode_image(value: Any) -> Any:
-    """A datasets ``Image(decode=False)`` value (``{"bytes", "path"}``) as a fully decoded RGB
-    image; a truncated file is refused even where PIL was told to pad such files."""
-    import io
+def decode_image(value: Any, *, max_pixels: int | None = None) -> Any:
+    """A datasets ``Image(decode=False)`` value (``{"bytes", "path"}``) as a fully decoded, upright
+    RGB image (``image_decode.decode_bounded``: pixel budget, no bombs, EXIF orientation applied;
+    a truncated file is refused even where PIL was told to pad such files)."""
+    return decode_row_image(value, max_pixels=max_pixels)[0]
 
-    from PIL import Image, ImageFile
+
+def decode_row_image(value: Any, *, max_pixels: int | None = None) -> tuple[Any, dict[str, str]]:
+    """:func:`decode_image` and the notes to record with the sample (the EXIF orientation applied)."""
+    from edct_task.bench_data.image_decode import DEFAULT_MAX_PIXELS, decode_bounded
 
     data = value.get("bytes") if isinstance(value, dict) else None
-    source = io.BytesIO(data) if data else (value.get("path") if isinstance(value, dict) else None)
+    source = data if data else (value.get("path") if isinstance(value, dict) else None)
     if source is None:
         raise ValueError("the image column holds neither bytes nor a path")
-    lenient = ImageFile.LOAD_TRUNCATED_IMAGES
-    ImageFile.LOAD_TRUNCATED_IMAGES = False  # lmms-eval sets it True at import
-    try:
-        with Image.open(source) as image:
-            image.load()
-            return image.convert("RGB")
-    finally:
-        ImageFile.LOAD_TRUNCATED_IMAGES = lenient
+    return decode_bounded(source, max_pixels=max_pixels or DEFAULT_MAX_PIXELS)
 
 
-def bench_samples(location: str | Path | None, images: Any) -> list[Any]:
+def bench_samples(location: str | Path | None, images: Any, *, max_pixels: int | None = None) -> list[Any]:
     """The dataset's rows as protocol inputs (``SampleInput``), images put in ``images`` (an ImageStore).
 
     A row whose image cannot be decoded (truncated, corrupt, not an image) does not stop the
     load: it comes back as an ``error`` ``SampleRecord`` naming the row and the reason, in its
-    place, and the run records it like any other failed sample.
+    place, and the run records it like any other failed sample. So does an image over the pixel
+    budget ``max_pixels`` (default ``image_decode.DEFAULT_MAX_PIXELS``) or a decompression bomb. An
+    EXIF orientation is applied and recorded in the sample's metadata (``exif_orientation``).
     """
     import datasets
 
@@ -267,11 +266,18 @@ def bench_samples(location: str | Path | None, images: Any) -> list[Any]:
             "metadata": meta,
         }
         try:
-            ref = images.put(decode_image(doc["image"]))
+            image, notes = decode_row_image(doc["image"], max_pixels=max_pixels)
+            ref = images.put(image)
         except (OSError, ValueError, SyntaxError) as exc:
-            reason = f"row {fields['id']}: image cannot be decoded ({type(exc).__name__}: {exc})"
+            from edct_task.bench_data.image_decode import ImageRefused
+
+            if isinstance(exc, ImageRefused):
+                reason = f"row {fields['id']}: image refused: {exc}"
+            else:
+                reason = f"row {fields['id']}: image cannot be decoded ({type(exc).__name__}: {exc})"
             out.append(SampleRecord(sample=SampleInput(image="", **fields), status="error", reason=reason))
             continue
+        fields["metadata"] = {**meta, **notes}
         out.append(SampleInput(image=ref, **fields))
     check_unique((s.id if isinstance(s, SampleInput) else s.sample.id for s in out), str(location))
     return out

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from edct_task.bench_data.format import BenchDataError
+from edct_task.engine.files import make_temp_dir
 
 
 def write_folder(out: Path, writer: Callable[[Path], None], *, overwrite: bool = False) -> Path:
@@ -21,7 +21,7 @@ def write_folder(out: Path, writer: Callable[[Path], None], *, overwrite: bool =
     if out.exists() and not overwrite:
         raise BenchDataError(f"{out}: already exists (pass --overwrite to replace it)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    tmp = make_temp_dir(out.parent, f".{out.name}.", ".partial")
     old: Path | None = None
     try:
         writer(tmp)

@@ -1,11 +1,12 @@
 """Rule-based text "LLM" of the calibration world: extractor, instruction writer, edit parser, judge.
 
 Part of the calibration instrument, not the product. ``RuleBasedLLM`` takes the same rendered
-prompts as a real LLM (it recognises the template with ``prompts.identify`` and reads the inputs
-with ``prompts.extract_tag``) and replies in exactly the formats the templates ask for. It is
-deterministic. Texts from outside the world still get replies in the right format (free concepts,
-instructions the scene editor will refuse, conservative judgements); a prompt from no known
-template raises ``PermanentBackendError``.
+prompts as a real LLM (``prompts.match_template`` matches the whole prompt against each
+template's text and gives its fields, so no dataset text can pass for another template) and
+replies in exactly the formats the templates ask for. It is deterministic. Texts from outside the
+world still get replies in the right format (free concepts, instructions the scene editor will
+refuse, conservative judgements); a prompt from no known template raises
+``PermanentBackendError``.
 """
 
 from __future__ import annotations
@@ -17,23 +18,11 @@ from typing import Any
 from edct_task.calibration import world
 from edct_task.calibration.instructions import change_line, parse_change, write_change
 from edct_task.calibration.judge import assess
-from edct_task.prompts import extract_tag, identify
+from edct_task.prompts import match_template
 from model_adapters.contracts import Completion, GenerationParams
 from model_adapters.errors import PermanentBackendError
 
 VERSION = 1
-
-
-def _tag(prompt: str, tag: str) -> str:
-    text = extract_tag(prompt, tag)
-    if text is None:
-        raise PermanentBackendError(f"calibration-rules: the prompt has no <{tag}> block")
-    return text
-
-
-def _number(prompt: str, pattern: str, default: int) -> int:
-    m = re.search(pattern, prompt)
-    return int(m.group(1)) if m else default
 
 
 def _list(text: str) -> list[str]:
@@ -141,25 +130,32 @@ class RuleBasedLLM:
         return Completion(self._reply(prompt), finish_reason="stop")
 
     def _reply(self, prompt: str) -> str:
-        kind = identify(prompt)
+        found = match_template(prompt)
+        if found is None:
+            raise PermanentBackendError("calibration-rules: the prompt comes from no known template")
+        kind, fields = found
+        f = {k: v.strip() for k, v in fields.items()}
         if kind == "extract_concepts":
-            k = _number(prompt, r"Give at most (\d+) concepts", 2)
-            return json.dumps(extract_concepts(_tag(prompt, "explanation"), k))
+            return json.dumps(extract_concepts(f["explanation"], _int(f["k"], 2)))
         if kind == "edit_instructions":
-            concepts = _list(_tag(prompt, "concepts"))
-            n = _number(prompt, r"Write exactly (\d+) edit", len(concepts))
-            chain = edit_instructions(_tag(prompt, "question"), _tag(prompt, "explanation"), concepts[:n])
+            concepts = _list(f["concepts"])
+            n = _int(f["n"], len(concepts))
+            chain = edit_instructions(f["question"], f["explanation"], concepts[:n])
             return json.dumps(chain)
         if kind == "edit_parse":
-            return json.dumps(parse_edit(_tag(prompt, "instruction")))
+            return json.dumps(parse_edit(f["instruction"]))
         if kind in ("judge_binary", "judge_graded"):
             judgement = assess(
-                _tag(prompt, "question"),
-                _tag(prompt, "original_answer"),
-                _tag(prompt, "original_explanation"),
-                _tag(prompt, "edits"),
-                _tag(prompt, "new_answer"),
-                _tag(prompt, "new_explanation"),
+                f["question"],
+                f["answer"],
+                f["explanation"],
+                f["edits"],
+                f["new_answer"],
+                f["new_explanation"],
             )
             return judgement.binary_text() if kind == "judge_binary" else judgement.graded_text()
-        raise PermanentBackendError("calibration-rules: the prompt comes from no known template")
+        raise PermanentBackendError(f"calibration-rules: no rules for the {kind} prompt")
+
+
+def _int(text: str, default: int) -> int:
+    return int(text) if text.isdigit() else default

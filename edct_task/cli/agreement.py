@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from edct_task.cli.options import optional_path
+from edct_task.engine.files import atomic_write
 
 
 def add_parser(sub: Any) -> None:
@@ -24,6 +25,13 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--run", dest="run_dir", type=Path, required=True, metavar="RUN", help="the run the labels are of"
+    )
+    p.add_argument(
+        "--not-assessable",
+        choices=("invalid", "missing"),
+        default="invalid",
+        help="edit validity: count a 'not assessable' label as not valid (invalid: the paper's definition, "
+        "every intervention counts; default) or leave it out (missing)",
     )
     optional_path(
         p,
@@ -48,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         loaded = load_run(args.run_dir)
         labels = read_label_files(args.labels)
-        report = agreement_report(labels, edct_verdicts(loaded.records))
+        report = agreement_report(labels, edct_verdicts(loaded.records), not_assessable=args.not_assessable)
     except (RunReadError, LabelFileError, UnknownInterventionError) as exc:
         print(f"edct agreement: {exc}", file=sys.stderr)
         return 2
@@ -61,9 +69,9 @@ def run(args: argparse.Namespace) -> int:
     out = args.out if args.out is not None else args.run_dir / AGREEMENT_DIR
     try:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "agreement.md").write_text(markdown, encoding="utf-8")
-        (out / "agreement.csv").write_text(to_csv(report), encoding="utf-8")
-        (out / "agreement.json").write_text(dumps_json(report), encoding="utf-8")
+        atomic_write(out / "agreement.md", markdown)
+        atomic_write(out / "agreement.csv", to_csv(report))
+        atomic_write(out / "agreement.json", dumps_json(report))
     except OSError as exc:
         print(f"edct agreement: cannot write into {out}: {exc}; pass --out DIR", file=sys.stderr)
         return 2

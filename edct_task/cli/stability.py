@@ -1,4 +1,9 @@
-"""``edct stability RUN…``: mean ± SD of every metric over repeated runs (Table 5)."""
+"""``edct stability RUN…``: mean ± SD of every metric over repeated runs (Table 5).
+
+Repeated runs are runs of one target under one setup that differ only in their seed: runs of
+different targets or setups are refused (exit 2, naming the first run that differs and how), since
+their mean ± SD would mix two models.
+"""
 
 from __future__ import annotations
 
@@ -13,24 +18,69 @@ from edct_task.core.errors import ConfigError
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("stability", help="mean ± SD of each metric over repeated runs")
     p.add_argument("runs", nargs="+", type=Path, help="output folders (or results.json files) of the runs")
+    p.add_argument("--json", action="store_true", help="print the table as one JSON object instead")
+
+
+def _identity(results: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """(target, setup without seeds) of a checked results.json."""
+    from edct_task.reporting.setup import setup_identity
+
+    config = results["config"]
+    setup = setup_identity(
+        roles=config["roles"],
+        protocol=config.get("protocol", {}),
+        verification=config.get("verification", {}),
+        prompt_versions=results.get("prompt_versions", {}),
+        dataset_digest=None,
+    )
+    return config["roles"].get("target"), setup
+
+
+def read_repeated_runs(paths: list[Path]) -> list[dict[str, Any]]:
+    """The results.json of each run, checked for shape and for being repeats of the first run."""
+    from edct_task.reporting.setup import setup_differences
+    from edct_task.run.checks import RunReadError, check_results, read_json_object
+
+    results, first = [], None
+    for p in paths:
+        f = p / "results.json" if p.is_dir() else p
+        if not f.is_file():
+            raise ConfigError(f"{f} does not exist: pass run output folders or their results.json")
+        try:
+            data = check_results(f, read_json_object(f))
+        except RunReadError as exc:
+            raise ConfigError(str(exc)) from None
+        target, setup = _identity(data)
+        if first is None:
+            first = (f, target, setup)
+        elif target != first[1]:
+            raise ConfigError(
+                f"{f}: target {json.dumps(target)[:120]} is not {first[0]}'s "
+                f"{json.dumps(first[1])[:120]}; stability is over repeated runs of one model"
+            )
+        elif setup != first[2]:
+            diff = ", ".join(setup_differences(first[2], setup)[:5])
+            raise ConfigError(
+                f"{f}: its setup differs from {first[0]}'s ({diff}); stability is over runs that differ "
+                "only in their seed"
+            )
+        results.append(data)
+    return results
 
 
 def run(args: argparse.Namespace) -> int:
     from edct_task.scoring.metrics import stability
 
-    results = []
-    for p in args.runs:
-        f = p / "results.json" if p.is_dir() else p
-        if not f.is_file():
-            raise ConfigError(f"{f} does not exist: pass run output folders or their results.json")
-        results.append(json.loads(f.read_text(encoding="utf-8")))
+    results = read_repeated_runs(args.runs)
     if len(results) < 2:
         raise ConfigError("stability needs at least two runs")
     table = stability(results)
+    if args.json:
+        print(json.dumps(table))
+        return 0
     print(f"{'metric':<12} {'mean':>8} {'SD':>8} runs")
     for name, row in table.items():
         mean = "–" if row["mean"] is None else f"{row['mean']:.4f}"
         sd = "–" if row["sd"] is None else f"{row['sd']:.4f}"
         print(f"{name:<12} {mean:>8} {sd:>8} {row['runs']}")
-    print(json.dumps(table))
     return 0

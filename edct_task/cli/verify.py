@@ -109,11 +109,12 @@ def _parse_box(text: str) -> tuple[float, float, float, float]:
 
 
 def _open(path: Path, what: str) -> Image.Image:
+    from edct_task.bench_data.image_decode import decode_bounded
+
     if not path.is_file():
         raise _Usage(f"{what} {path} does not exist")
     try:
-        img = Image.open(path)
-        img.load()
+        img, _ = decode_bounded(path)  # pixel budget checked before decoding; bombs refused
     except (OSError, SyntaxError, ValueError) as exc:
         raise _Usage(f"{what} {path} is not a readable image: {exc}") from None
     return img

@@ -31,6 +31,7 @@ from typing import Any
 
 from edct_task.bench_data.format import BenchDataError
 from edct_task.bench_data.output import write_folder
+from edct_task.engine.files import atomic_write, json_text
 from edct_task.run.outputs import IMAGES_DIR, LoadedRun, RunReadError, load_run, sample_folder
 
 EXPORT_VERSION = 1
@@ -190,28 +191,33 @@ def export_counterfactuals(
                 )
             )
         chat_lines = len(lines)
-        (tmp / JSONL_NAME).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-        ds = datasets.Dataset.from_list(
-            [
-                {
-                    **p,
-                    "original_image": {
-                        "bytes": Path(p["original_image"]).read_bytes(),
-                        "path": "original.png",
-                    },
-                    "edited_image": {
-                        "bytes": Path(p["edited_image"]).read_bytes(),
-                        "path": f"step{p['step']}.png",
-                    },
-                }
-                for p in pairs
-            ],
-            features=features(),
-        )
-        ds.save_to_disk(str(tmp / DATASET_DIR))
+        atomic_write(tmp / JSONL_NAME, "".join(line + "\n" for line in lines))
+        rows = [
+            {
+                **p,
+                "original_image": {
+                    "bytes": Path(p["original_image"]).read_bytes(),
+                    "path": "original.png",
+                },
+                "edited_image": {
+                    "bytes": Path(p["edited_image"]).read_bytes(),
+                    "path": f"step{p['step']}.png",
+                },
+            }
+            for p in pairs
+        ]
+        if rows:
+            ds = datasets.Dataset.from_list(rows, features=features())
+            ds.save_to_disk(str(tmp / DATASET_DIR))
+        else:
+            # A run without any verified step: an empty dataset with the same columns
+            # (from_list([]) cannot tell the columns, and datasets cannot load an empty dataset
+            # saved in zero shards).
+            ds = datasets.Dataset(features().arrow_schema.empty_table())
+            ds.save_to_disk(str(tmp / DATASET_DIR), num_shards=1)
         manifest["chat_lines"] = chat_lines
         manifest["no_requery_answer"] = len(pairs) - chat_lines
-        (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        atomic_write(tmp / MANIFEST_NAME, json_text(manifest, indent=2) + "\n")
 
     manifest: dict[str, Any] = {
         "export_version": EXPORT_VERSION,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import sys
 import threading
 import time
@@ -30,6 +31,8 @@ from edct_task.engine.handlers import Handler, HandlerTable
 from edct_task.engine.runtime import Outcome, Runtime, ThreadRuntime
 from edct_task.engine.stage_cache import StageCache, fingerprint
 from edct_task.engine.storage import storage_error
+
+log = logging.getLogger(__name__)
 
 STAGES = ("target", "concepts", "instructions", "edit_parse", "edit", "verify", "judge")
 
@@ -166,8 +169,22 @@ class CachedHandler:
         self.stage, self.key, self.encode, self.decode = inner.stage, inner.key, inner.encode, inner.decode
 
     def cached(self, key: str) -> object | None:
+        """The cached reply, or None: a miss, or an entry that cannot be used any more (a value of
+        the wrong shape, an image it names missing or damaged), which is then recomputed."""
         value = self.cache.get(key)
-        return None if value is None else self.inner.decode(value)
+        if value is None:
+            return None
+        try:
+            return self.inner.decode(value)
+        except Exception as exc:
+            why = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+            log.warning(
+                "stage cache: entry %s… cannot be used (%s: %s); recomputing it",
+                key[:12],
+                type(exc).__name__,
+                why,
+            )
+            return None
 
     def call_keyed(self, batch: Sequence[Request], keys: Sequence[str]) -> list[object]:
         replies = self.inner.call(batch)

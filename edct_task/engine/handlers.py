@@ -265,6 +265,10 @@ class EditHandler:
         return {"image": reply.image, "resized_from": reply.resized_from}
 
     def decode(self, value: dict[str, Any]) -> object:
+        # The cached reply names an image: it must still be in the store, intact (read and checked
+        # against its id here, and kept decoded for the verification that follows); a KeyError
+        # makes the entry a miss and the edit is made again.
+        self.pixels(value["image"])
         return EditedImage(value["image"], value.get("resized_from"))
 
 
@@ -314,7 +318,10 @@ class VerifyHandler:
         return {"check": reply.model_dump(mode="json")}
 
     def decode(self, value: dict[str, Any]) -> object:
-        return EditCheck.model_validate(value["check"])
+        check = EditCheck.model_validate(value["check"])
+        if check.maps and not self.pixels.store.intact(check.maps):
+            raise KeyError(f"the gate maps {check.maps} of a cached check are missing or damaged")
+        return check
 
 
 HandlerTable = dict[type, Handler]

@@ -23,10 +23,13 @@ later moment. Power loss and OS crashes are out of scope by default (see ``Stage
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
+import logging
 import math
+import os
 import re
 import sqlite3
 import threading
@@ -43,6 +46,8 @@ from PIL.PngImagePlugin import PngInfo
 
 from edct_task.core.errors import UserError
 from edct_task.engine.files import atomic_write
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "CACHE_SCHEMA_VERSION",
@@ -218,6 +223,9 @@ class StageCache:
     Notes
     -----
     Never ``put`` an error, refusal or unparseable output: a resumed run must retry those.
+    A database SQLite cannot read (``PRAGMA quick_check`` at open) is moved aside to
+    ``stages.sqlite.damaged-<time>-<pid>`` with one warning and the cache starts empty: it holds
+    nothing that cannot be recomputed. An entry that is not JSON is a miss (one warning).
     ``put`` on an existing key replaces the entry (last write wins).
     """
 
@@ -228,6 +236,26 @@ class StageCache:
         self.root.mkdir(parents=True, exist_ok=True)
         self.path = self.root / "stages.sqlite"
         self._lock = threading.Lock()
+        self._warned = False
+        try:
+            conn = self._open(synchronous)
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError):  # locked, unreadable folder: not damage
+                raise
+            moved = _move_aside(self.path)
+            log.warning(
+                "stage cache %s is damaged (%s); moved it aside to %s and starting from an empty cache "
+                "(finished calls are recomputed)",
+                self.path,
+                exc,
+                moved.name,
+            )
+            conn = self._open(synchronous)
+        self._conn: sqlite3.Connection | None = conn
+
+    def _open(self, synchronous: str) -> sqlite3.Connection:
+        """Connect, check the schema version and that the file is a sound SQLite database
+        (``PRAGMA quick_check``), create the table. ``sqlite3.DatabaseError`` for a damaged file."""
         conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
         try:
             # The version is checked before anything is written: a refused folder stays as it was.
@@ -237,6 +265,9 @@ class StageCache:
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise RuntimeError(f"{self.path}: could not switch SQLite to WAL mode (got {mode!r})")
+            problems = [row[0] for row in conn.execute("PRAGMA quick_check").fetchall()]
+            if problems != ["ok"]:
+                raise sqlite3.DatabaseError(f"quick_check: {'; '.join(map(str, problems[:3]))}")
             conn.execute(f"PRAGMA synchronous={synchronous}")
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS entries ("
@@ -252,7 +283,7 @@ class StageCache:
         except BaseException:
             conn.close()
             raise
-        self._conn: sqlite3.Connection | None = conn
+        return conn
 
     # -- internals
 
@@ -277,16 +308,37 @@ class StageCache:
     def entry(self, key: str) -> CacheEntry | None:
         """The stored entry for ``key`` with its stage, meta and time, or ``None`` on a miss."""
         key = self._check_key(key)
-        with self._lock:
-            row = (
-                self._connection()
-                .execute("SELECT stage, value, meta, created FROM entries WHERE key = ?", (key,))
-                .fetchone()
+        try:
+            with self._lock:
+                row = (
+                    self._connection()
+                    .execute("SELECT stage, value, meta, created FROM entries WHERE key = ?", (key,))
+                    .fetchone()
+                )
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError):
+                raise
+            self._warn_once(
+                f"stage cache {self.path} has a damaged page ({exc}); its entries there are recomputed"
             )
+            return None
         if row is None:
             return None
         stage, value, meta, created = row
-        return CacheEntry(key, stage, json.loads(value), None if meta is None else json.loads(meta), created)
+        try:
+            decoded = json.loads(value)
+            meta_value = None if meta is None else json.loads(meta)
+            if not isinstance(decoded, dict):
+                raise ValueError(f"a {type(decoded).__name__}, not an object")
+        except (TypeError, ValueError) as exc:
+            self._warn_once(f"stage cache {self.path}: entry {key[:12]}… is not JSON ({exc}); recomputed")
+            return None
+        return CacheEntry(key, stage, decoded, meta_value, created)
+
+    def _warn_once(self, message: str) -> None:
+        if not self._warned:
+            self._warned = True
+            log.warning(message)
 
     def put(
         self,
@@ -314,12 +366,19 @@ class StageCache:
             raise TypeError(f"stage must be a non-empty str; got {stage!r}")
         value_text = _json_text(value, "value", sort_keys=False)
         meta_text = None if meta is None else _json_text(meta, "meta", sort_keys=False)
-        with self._lock:
-            # Autocommit mode: this single statement is one committed transaction.
-            self._connection().execute(
-                "INSERT OR REPLACE INTO entries (key, stage, value, meta, created) VALUES (?, ?, ?, ?, ?)",
-                (key, stage, value_text, meta_text, time.time()),
-            )
+        try:
+            with self._lock:
+                # Autocommit mode: this single statement is one committed transaction.
+                self._connection().execute(
+                    "INSERT OR REPLACE INTO entries (key, stage, value, meta, created) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (key, stage, value_text, meta_text, time.time()),
+                )
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError):  # a full disk, a lock: the caller decides
+                raise
+            # the file was damaged while this run had it open: the result is used, not kept
+            self._warn_once(f"stage cache {self.path} is damaged ({exc}); new results are not cached")
 
     def counts(self) -> dict[str, int]:
         """Number of stored entries per stage, sorted by stage name."""
@@ -363,6 +422,16 @@ class StageCache:
     def __repr__(self) -> str:
         state = "closed" if self._conn is None else "open"
         return f"StageCache({str(self.root)!r}, {state})"
+
+
+def _move_aside(path: Path) -> Path:
+    """Rename a damaged database (and its ``-wal`` / ``-shm`` files) to ``<name>.damaged-<time>``."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    target = path.with_name(f"{path.name}.damaged-{stamp}-{os.getpid()}")
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(f"{path}{suffix}", f"{target}{suffix}")
+    return target
 
 
 # --------------------------------------------------------------------------- image store
@@ -418,6 +487,18 @@ class _Content:
         buf = io.BytesIO()
         bare.save(buf, format="PNG", compress_level=PNG_COMPRESS_LEVEL, optimize=False, pnginfo=pnginfo)
         return buf.getvalue()
+
+
+def _png_problem(path: Path) -> str | None:
+    """Why the file at ``path`` is not a complete, uncorrupted PNG (chunk CRCs), or None."""
+    try:
+        with Image.open(path) as f:
+            if f.format != "PNG":
+                return f"a {f.format} file, not a PNG"
+            f.verify()
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+        return f"{type(exc).__name__}: {str(exc)[:80]}"
+    return None
 
 
 def _remember_ref(image: Image.Image, ref: str) -> None:
@@ -488,6 +569,8 @@ class ImageStore:
         self.root = Path(root)
         self.images_dir = self.root / "images"
         self.images_dir.mkdir(parents=True, exist_ok=True)
+        self._intact: set[str] = set()
+        """Refs whose file this process wrote or verified (a set: safe to share between threads)."""
 
     def path(self, ref: str) -> Path:
         """Where the PNG of ``ref`` lives (whether or not it exists).
@@ -523,7 +606,7 @@ class ImageStore:
             If an ``edct_`` key cannot be a PNG text keyword.
         """
         ref = _remembered_ref(image) if isinstance(image, Image.Image) else None
-        if ref is not None and self.has(ref):
+        if ref is not None and ref in self._intact and self.has(ref):
             return ref
         content = _Content.of(image)
         self._write(content)
@@ -545,13 +628,42 @@ class ImageStore:
         return ref, out
 
     def _write(self, content: _Content) -> None:
-        """The PNG of ``content`` at its ref's path, atomically, unless it is there already."""
+        """The PNG of ``content`` at its ref's path, atomically, unless it is there already (and
+        intact: a damaged file is replaced)."""
         ref = content.ref
         target = self.path(ref)
-        if target.is_file():
+        if ref in self._intact and target.is_file():
             return
+        if target.is_file():
+            # A file already there is checked cheaply (every PNG chunk's CRC, no pixel decoding):
+            # a truncated or overwritten file is written again. The full check against the id
+            # happens when it is read (``get``).
+            problem = _png_problem(target)
+            if problem is None:
+                return
+            log.warning("image store: %s is damaged (%s); writing it again", target, problem)
+            self._intact.discard(ref)
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(target, content.png())
+        self._intact.add(ref)
+
+    def intact(self, ref: str) -> bool:
+        """Whether the file of ``ref`` exists and decodes to the content ``ref`` names.
+
+        A file that does not (truncated, overwritten, another image) is removed, so that whoever
+        needs it recomputes it. Each ref is decoded once per process; ``False`` for a malformed ref.
+        """
+        try:
+            self.get(ref)
+        except KeyError:
+            return False
+        return True
+
+    def _damaged(self, ref: str, path: Path, why: str) -> KeyError:
+        self._intact.discard(ref)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        return KeyError(f"image {ref} in {self.images_dir} was damaged ({why}) and has been removed")
 
     def get(self, ref: str) -> Image.Image:
         """Load the image of ``ref`` as RGB, with its ``edct_`` text entries in ``.info``.
@@ -563,10 +675,14 @@ class ImageStore:
         ``image.copy()`` first. This also keeps an image shared between requests (the
         driver's decoded-image cache) from being changed under another request.
 
+        The file is checked against ``ref`` (the id of what it decodes to) the first time this
+        store reads it; a damaged file is removed (one warning) and ``KeyError`` raised, so the
+        caller recomputes it.
+
         Raises
         ------
         KeyError
-            If ``ref`` is malformed or not stored.
+            If ``ref`` is malformed, not stored, or its file was damaged.
         """
         try:
             p = self.path(ref)
@@ -582,8 +698,19 @@ class ImageStore:
                 }
                 out = f.convert("RGB")
         except FileNotFoundError:
+            self._intact.discard(ref)
             raise KeyError(f"no image with ref {ref!r} in {self.images_dir}") from None
+        except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+            raise self._damaged(ref, p, f"not a decodable PNG: {type(exc).__name__}") from None
         out.info = meta
+        if ref not in self._intact:
+            try:
+                found = _Content.of(out).ref
+            except ValueError as exc:
+                raise self._damaged(ref, p, str(exc)) from None
+            if found != ref:
+                raise self._damaged(ref, p, f"it holds image {found[:12]}…") from None
+            self._intact.add(ref)
         _remember_ref(out, ref)
         return out
 

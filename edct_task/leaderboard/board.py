@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from edct_task.engine.files import atomic_write
+from edct_task.engine.files import atomic_write, json_text
 from edct_task.leaderboard.archive import DEFAULT_LIMITS, Limits
 from edct_task.leaderboard.html import flag_text, render_html
 from edct_task.leaderboard.identity import differing_fields, field_value, sanitise
@@ -42,6 +42,7 @@ from edct_task.leaderboard.verify import DEFAULT_SCORING, BoardScoring, Rejected
 from edct_task.reporting.setup import setup_label
 from edct_task.reporting.tables import interval_cell
 from edct_task.scoring.metrics import CCS_BINARY, METRIC_NAMES
+from edct_task.text_safety import reveal, reveal_line
 
 RANK_METRIC = CCS_BINARY
 
@@ -198,7 +199,12 @@ def to_markdown(board: dict[str, Any]) -> str:
         lines += [
             f"## Track {t['id']}",
             "",
-            f"`{t['label']}` · dataset {t['dataset']['digest'][:12]} ({t['dataset']['n']} samples)",
+            "`"
+            "`"
+            + reveal_line(t["label"]).replace("`", "'")
+            + "`"
+            + f" · dataset {t['dataset']['digest'][:12]} ({t['dataset']['n']} samples)",
+            +f"` · dataset {t['dataset']['digest'][:12]} ({t['dataset']['n']} samples)",
             "",
             *([f"Differs from the other tracks in: {differs}", ""] if differs else []),
             "| Rank | Range | Model | Backend | Label | CCS_binary | CCS_graded | AC k=1 | EF k=1 | AC k=2 | "
@@ -298,11 +304,11 @@ def to_csv(board: dict[str, Any]) -> str:
                     t["id"],
                     r["rank"],
                     *r["rank_range"],
-                    r["model"],
+                    reveal(r["model"]),
                     r.get("backend") or "",
                     r.get("revision") or "",
-                    r.get("label") or "",
-                    r["bundle"],
+                    reveal(r.get("label") or ""),
+                    reveal(r["bundle"]),
                     *(
                         ("" if r[m][p] is None else r[m][p])
                         for m in METRIC_NAMES
@@ -319,13 +325,13 @@ def write_board(board: dict[str, Any], out: Path) -> list[Path]:
     """Write the four files, each replaced atomically (a reader never sees half a board)."""
     out.mkdir(parents=True, exist_ok=True)
     files = {
-        "leaderboard.json": json.dumps(board, indent=2, ensure_ascii=False) + "\n",
         "leaderboard.md": to_markdown(board),
         "leaderboard.csv": to_csv(board),
         "leaderboard.html": render_html(board),
+        "leaderboard.json": json_text(board, indent=2, ensure_ascii=False) + "\n",
     }
     paths = []
-    for name, text in files.items():
+    for name, text in files.items():  # leaderboard.json last: it is the one other tools read
         atomic_write(out / name, text)
         paths.append(out / name)
     return paths

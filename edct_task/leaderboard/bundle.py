@@ -135,13 +135,21 @@ class Bundle:
 
     def edct_run(self) -> EdctRun:
         """The bundle as an EDCT result for ``edct report`` (its claimed numbers, its setup)."""
+        from edct_task.run.checks import RunReadError, check_summary
+
+        try:
+            check_summary(f"{self.path}: {BUNDLE_JSON}", self.meta.get("claimed"))
+        except RunReadError as exc:
+            raise BundleError(str(exc)) from None
         model = self.meta.get("model", {})
         return EdctRun(
             model_key=str(model.get("key", "unknown")),
             model_name=str(model.get("name", "unknown")),
             task=str(self.meta.get("task", "edct")),
             summary=self.meta.get("claimed", {}),
-            setup=self.meta.get("setup", {}),
+            # the bundle's setup also names the target (for the board); a report's setup is the
+            # setup without it, exactly as for the run folder the bundle was made from
+            setup={k: v for k, v in (self.meta.get("setup") or {}).items() if k != "target"},
             seed=(self.meta.get("scoring") or {}).get("seed"),
             kind="bundle",
             source=str(self.path),
@@ -180,11 +188,12 @@ def _run_of(path: Path) -> tuple[EdctRun, dict[str, Any], dict[str, Any] | None,
 
 def create_bundle(run_path: Path, out: Path, *, with_images: bool = False) -> dict[str, Any]:
     """Pack the run at ``run_path`` into ``out``; return ``bundle.json``."""
+    from edct_task.reporting.lmms_results import ResultsFileError
     from edct_task.run.outputs import RunReadError, load_run
 
     try:
         run, results, setup_source, kind = _run_of(run_path)
-    except ReportInputError as exc:
+    except (ReportInputError, ResultsFileError, RunReadError) as exc:
         raise BundleError(str(exc)) from None
     if run.flags:
         raise BundleError(f"{run_path}: cannot bundle an inconsistent run: {'; '.join(run.flags)}")

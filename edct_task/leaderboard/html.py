@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from edct_task.reporting.tables import interval_cell
+from edct_task.text_safety import reveal
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2rem;color:#222}
@@ -21,6 +22,7 @@ td.l,th.l{text-align:left}
 caption{text-align:left;font-weight:600;padding:.25rem 0}
 pre{background:#f6f6f6;padding:.5rem;overflow:auto;max-height:20rem}
 .rej td{text-align:left}
+td,th,code,pre,bdi{unicode-bidi:isolate}
 """
 _METRICS = (
     ("CCS_binary", "ccs_binary"),
@@ -33,7 +35,13 @@ _METRICS = (
 
 
 def _e(value: Any) -> str:
-    return escape(str(value), quote=True)
+    """A value for an attribute or inside markup this module wrote: controls shown, escaped."""
+    return escape(reveal(value), quote=True)
+
+
+def _t(value: Any) -> str:
+    """A value from a submitted file as text: controls shown, escaped, its direction isolated."""
+    return f"<bdi>{_e(value)}</bdi>"
 
 
 def flag_text(board: dict[str, Any]) -> str:
@@ -80,7 +88,7 @@ def render_html(board: dict[str, Any]) -> str:
         parts.append(f'<section data-track="{_e(t["id"])}"><h2>Track {_e(t["id"])}</h2>')
         dataset = t.get("dataset") or {}
         parts.append(
-            f"<p><code>{_e(t['label'])}</code> · dataset <code>{_e(str(dataset.get('digest'))[:12])}</code> "
+            f"<p><code>{_t(t['label'])}</code> · dataset <code>{_e(str(dataset.get('digest'))[:12])}</code> "
             f"({_e(dataset.get('n'))} samples)</p>"
         )
         if t.get("differs"):
@@ -114,11 +122,11 @@ def render_html(board: dict[str, Any]) -> str:
                 )
             parts.append(
                 f'<tr data-model="{_e(r["model"])}"><td>{_e(r["rank"])}</td><td>{_e(span)}</td>'
-                f'<td class="l">{_e(r["model"])}</td><td class="l">{_e(r.get("backend") or "")}</td>'
-                f'<td class="l">{_e(r.get("label") or "")}</td>{cells}<td>{_e(r["counts"]["scored"])}</td>'
+                f'<td class="l">{_t(r["model"])}</td><td class="l">{_e(r.get("backend") or "")}</td>'
+                f'<td class="l">{_t(r.get("label") or "")}</td>{cells}<td>{_e(r["counts"]["scored"])}</td>'
                 f"<td>{_e(r['counts']['excluded'])}</td><td>{_e(r['counts']['unscored'])}</td>"
                 f'<td>{_e(r["counts"]["error"])}</td><td class="l" title="{_e(r["digest"])}">'
-                f"{_e(Path(r['bundle']).name)}</td>{board_cells}</tr>"
+                f"{_t(Path(r['bundle']).name)}</td>{board_cells}</tr>"
             )
         parts.append("</tbody></table></section>")
     if board.get("unverified"):
@@ -147,7 +155,7 @@ def render_html(board: dict[str, Any]) -> str:
             "</thead><tbody>"
         )
         for r in board["rejected"]:
-            parts.append(f"<tr><td>{_e(Path(r['bundle']).name)}</td><td>{_e(r['reason'])}</td></tr>")
+            parts.append(f"<tr><td>{_t(Path(r['bundle']).name)}</td><td>{_t(r['reason'])}</td></tr>")
         parts.append("</tbody></table>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

@@ -17,7 +17,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from edct_task.bench_data.format import BenchDataError
 from edct_task.core.errors import ConfigError
-from edct_task.core.records import SampleInput
+from edct_task.core.records import SampleInput, SampleRecord
 
 ENV_DATA = "EDCT_BENCH_DATA"
 """Local path (``datasets.save_to_disk``) or hub id of the EDCT-Bench dataset (issue 6 format)."""
@@ -190,32 +190,57 @@ def _metadata(doc: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def sample_of(doc: dict[str, Any], image_ref: str) -> SampleInput:
-    """The protocol's view of one lmms-eval document."""
+def sample_of(doc: dict[str, Any], image_ref: str, notes: dict[str, str] | None = None) -> SampleInput:
+    """The protocol's view of one lmms-eval document (``notes``: what decoding its image recorded,
+    e.g. the EXIF orientation applied)."""
     return SampleInput(
         id=str(doc["id"]),
         domain=str(doc["domain"]),
         question=str(doc["question"]),
         image=image_ref,
         system_prompt=doc.get("system_prompt") or None,
-        metadata=_metadata(doc),
+        metadata={**_metadata(doc), **(notes or {})},
     )
 
 
 def doc_image(doc: dict[str, Any]) -> Any:
+    """The document's image as the model and the image store see it: decoded with the pixel
+    budget, bombs refused, EXIF orientation applied (``bench_data.image_decode``)."""
+    return doc_image_and_notes(doc)[0]
+
+
+def doc_image_and_notes(doc: dict[str, Any]) -> tuple[Any, dict[str, str]]:
+    """:func:`doc_image` and what to record with the sample (``exif_orientation``)."""
     image = doc["image"]
     if isinstance(image, dict):  # undecoded datasets Image
-        import io
+        from edct_task.bench_data.format import decode_row_image
 
-        from PIL import Image
+        return decode_row_image(image)
+    return image, {}
 
-        image = Image.open(io.BytesIO(image["bytes"])) if image.get("bytes") else Image.open(image["path"])
-        image.load()
-    return image
+
+IMAGE_ERRORS = (OSError, ValueError, SyntaxError)
+"""What decoding a document's image raises for a bad image (``ImageRefused`` is a ValueError)."""
+
+
+def unreadable_record(doc: dict[str, Any], exc: BaseException) -> SampleRecord:
+    """The ``error`` record of a document whose image cannot be used, with the reason."""
+    from edct_task.bench_data.image_decode import ImageRefused
+
+    what = (
+        f"image refused: {exc}"
+        if isinstance(exc, ImageRefused)
+        else (f"image cannot be decoded ({type(exc).__name__}: {exc})")
+    )
+    return SampleRecord(sample=sample_of(doc, ""), status="error", reason=f"row {doc['id']}: {what}")
 
 
 def doc_to_visual(doc: dict[str, Any]) -> list[Any]:
-    return [doc_image(doc)]
+    """The document's image; none for a bad image (its record says why, see ``hooks.doc_to_text``)."""
+    try:
+        return [doc_image(doc)]
+    except IMAGE_ERRORS:
+        return []
 
 
 def doc_to_target(doc: dict[str, Any]) -> str:

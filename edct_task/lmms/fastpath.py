@@ -274,7 +274,7 @@ def _evaluate(
 
     # documents → samples, in lmms-eval's document order
     plan: list[tuple[Any, list[tuple[int, dict]]]] = []
-    samples = []
+    samples, unreadable = [], []
     for task_output in eval_tasks:
         task = task_output.task
         if task is None:
@@ -288,7 +288,13 @@ def _evaluate(
         chosen = [(i, docs[i]) for i in range(len(docs) if limit is None else min(limit, len(docs)))]
         plan.append((task_output, chosen))
         for _, doc in chosen:
-            samples.append(documents.sample_of(doc, settings.images.put(documents.doc_image(doc))))
+            try:
+                image, notes = documents.doc_image_and_notes(doc)
+                ref = settings.images.put(image)
+            except documents.IMAGE_ERRORS as exc:  # a bad image costs its document, recorded
+                unreadable.append(documents.unreadable_record(doc, exc))
+                continue
+            samples.append(documents.sample_of(doc, ref, notes))
 
     refuse_calibration_roles(  # before any model call
         {r: s for r, s in settings.config.role_specs().items() if r != "target"},
@@ -297,7 +303,7 @@ def _evaluate(
     )
     limits, dispatcher = settings.config.limits, settings.dispatcher
     records = run_samples(samples, settings.protocol, dispatcher, limits)
-    by_id = {r.sample.id: r for r in records}
+    by_id = {r.sample.id: r for r in [*records, *unreadable]}
     setup = settings.describe()
 
     # score through the task's own hooks, as lmms-eval's evaluator would

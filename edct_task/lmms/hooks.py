@@ -29,7 +29,7 @@ from edct_task.core.requests import AskTarget, Request
 from edct_task.engine.dispatch import Dispatcher
 from edct_task.engine.drive import SampleRun
 from edct_task.engine.protocol import ProtocolConfig
-from edct_task.lmms.documents import doc_image, sample_of
+from edct_task.lmms.documents import IMAGE_ERRORS, doc_image_and_notes, sample_of, unreadable_record
 from edct_task.lmms.results import final_response, parse_final, record_results
 from edct_task.lmms.settings import settings
 from edct_task.lmms.turns import first_turn_text, target_images, turn_text
@@ -133,8 +133,14 @@ def doc_to_text(
         return None, None, True, [*outputs, PADDING_RESPONSE], {"state": {"padding": True}}
     if session is None:
         s = settings()
-        ref = s.images.put(doc_image(doc))
-        session = Session(sample_of(doc, ref), s.protocol, s.dispatcher)
+        try:
+            image, notes = doc_image_and_notes(doc)
+            ref = s.images.put(image)
+        except IMAGE_ERRORS as exc:  # a bad image costs this document: its error record, no model call
+            record = unreadable_record(doc, exc)
+            state = {"sample": record.sample.id, "rounds": 0, "status": record.status}
+            return None, None, True, [*outputs, final_response(record)], {"state": state}  # type: ignore[arg-type]
+        session = Session(sample_of(doc, ref, notes), s.protocol, s.dispatcher)
     if session.pending is None:  # should not happen: the loop stops at the terminal round
         return None, None, True, [*outputs, final_response(session.record)], info  # type: ignore[arg-type]
     session.answer(reply if isinstance(reply, str) else str(reply))

@@ -82,14 +82,42 @@ def extract_tag(prompt: str, tag: str) -> str | None:
     return match.group(1).strip() if match else None
 
 
+@cache
+def _structure(name: str) -> re.Pattern[str]:
+    """A regex that matches exactly the prompts ``name`` renders: its literal text in order, each
+    placeholder a named group (a repeated placeholder must repeat its value)."""
+    text = get_template(name).text
+    out, seen, last = [], set(), 0
+    for m in string.Template.pattern.finditer(text):
+        out.append(re.escape(text[last : m.start()]))
+        last = m.end()
+        if m.group("escaped") is not None:
+            out.append(re.escape("$"))
+            continue
+        field = m.group("named") or m.group("braced")
+        if field is None:
+            raise ValueError(f"prompt template {name!r} has a stray '$'")
+        out.append(f"(?P={field})" if field in seen else f"(?P<{field}>.*?)")
+        seen.add(field)
+    out.append(re.escape(text[last:]))
+    return re.compile("".join(out), flags=re.S)
+
+
+def match_template(prompt: str) -> tuple[str, dict[str, str]] | None:
+    """``(template name, its fields)`` of a rendered prompt, or None when no template rendered it.
+
+    The whole prompt is matched against each template's literal text, so what the fields hold
+    (dataset questions, model answers) cannot make a prompt look like another template's: a
+    question containing ``SCORE:`` or a fake ``</question>`` line is only part of a field.
+    """
+    for name in TEMPLATE_NAMES:
+        m = _structure(name).fullmatch(prompt)
+        if m is not None:
+            return name, m.groupdict()
+    return None
+
+
 def identify(prompt: str) -> str | None:
     """Which template a rendered prompt came from (used by rule-based text models), or None."""
-    if "<instruction>" in prompt:
-        return "edit_parse"
-    if "<concepts>" in prompt:
-        return "edit_instructions"
-    if "<new_answer>" in prompt:
-        return "judge_graded" if "SCORE:" in prompt else "judge_binary"
-    if "<explanation>" in prompt:
-        return "extract_concepts"
-    return None
+    found = match_template(prompt)
+    return None if found is None else found[0]

@@ -8,11 +8,14 @@ Written as PNG and SVG (text kept as text in the SVG so labels can be read back)
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from edct_task.engine.files import atomic_write
 
 MIN_MODELS_FOR_CORRELATION = 3
 PANEL_WIDTH = 4.2
@@ -142,7 +145,9 @@ def figure5(
         fig.suptitle("CCS vs other benchmarks across models (Spearman ρ, Kendall τ)", fontsize=10)
         fig.tight_layout()
         paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
-        fig.savefig(paths[0], format="png")
-        fig.savefig(paths[1], format="svg", metadata={"Date": None})
+        for path, fmt, meta in ((paths[0], "png", None), (paths[1], "svg", {"Date": None})):
+            buf = io.BytesIO()
+            fig.savefig(buf, format=fmt, metadata=meta)
+            atomic_write(path, buf.getvalue())
         plt.close(fig)
     return paths

@@ -143,7 +143,7 @@ def _args_string(model_args: Any) -> str:
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return None if math.isnan(float(value)) else float(value)
+    return float(value) if math.isfinite(float(value)) else None
 
 
 def find_results_files(path: Path) -> list[Path]:
@@ -156,7 +156,7 @@ def find_results_files(path: Path) -> list[Path]:
 def read_results_file(path: Path) -> ResultsFile:
     """Parse one results file; :class:`ResultsFileError` names what is missing."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(_utf8_text(path))
     except (OSError, json.JSONDecodeError) as exc:
         raise ResultsFileError(f"{path}: not readable as JSON ({exc})") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("results"), dict):
@@ -203,15 +203,31 @@ def read_results_file(path: Path) -> ResultsFile:
 def read_logged_samples(path: Path) -> list[dict[str, Any]]:
     """The logged samples of one task, one dict per line; a bad line is an error naming the line."""
     out = []
-    with path.open(encoding="utf-8") as f:
-        for i, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ResultsFileError(f"{path}: line {i} is not JSON ({exc})") from None
+    try:
+        text = _utf8_text(path)
+    except OSError as exc:
+        raise ResultsFileError(f"{path}: cannot be read ({exc})") from None
+    for i, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            sample = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ResultsFileError(f"{path}, line {i}: not JSON ({exc})") from None
+        if not isinstance(sample, dict):
+            raise ResultsFileError(f"{path}, line {i}: not a logged sample (a JSON object)")
+        out.append(sample)
     return out
+
+
+def _utf8_text(path: Path) -> str:
+    """The file as UTF-8 text; a bad byte is a ``ResultsFileError`` naming its line."""
+    from edct_task.run.checks import RunReadError, decode_utf8
+
+    try:
+        return decode_utf8(path, path.read_bytes())
+    except RunReadError as exc:
+        raise ResultsFileError(str(exc)) from None
 
 
 def logged_response(sample: dict[str, Any]) -> Any:

@@ -12,18 +12,19 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from edct_task.audit.links import ValidationOutputs, markdown_lines, validation_outputs
+from edct_task.engine.files import atomic_write, json_text
 from edct_task.reporting import paper_tables
 from edct_task.reporting.figures import Panel, Point, figure5, rank_correlation
 from edct_task.reporting.setup import setup_label
 from edct_task.reporting.sources import BundleReader, Collection, collect
 from edct_task.reporting.tables import Table, to_csv, to_latex, to_markdown
 from edct_task.scoring.health import REASONS, WARN_RATE, judge_health
+from edct_task.text_safety import md_cell, reveal_line
 
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
@@ -118,7 +119,7 @@ def write_table(table: Table, out: Path) -> list[str]:
     names = []
     for suffix, text in files.items():
         path = out / f"{table.name}{suffix}"
-        path.write_text(text, encoding="utf-8")
+        atomic_write(path, text)
         names.append(path.name)
     return names
 
@@ -220,7 +221,7 @@ def write_report(collection: Collection, out: Path) -> dict[str, Any]:
         ],
         "notes": notes,
     }
-    (out / REPORT_JSON).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    report_json = json_text(report, indent=2, ensure_ascii=False) + "\n"
     md = ["# EDCT report", ""]
     for t in tables:
         md.append(to_markdown(t))
@@ -231,7 +232,10 @@ def write_report(collection: Collection, out: Path) -> dict[str, Any]:
     for c in correlations:
         rho = "–" if c["spearman"] is None else f"{c['spearman']:.3f}"
         tau = "–" if c["kendall"] is None else f"{c['kendall']:.3f}"
-        md.append(f"| {c['display']} | {c['metric']} | {rho} | {tau} | {c['n_models']} | {c['note']} |")
+        md.append(
+            f"| {md_cell(c['display'])} | {md_cell(c['metric'])} | {rho} | {tau} | {c['n_models']} "
+            f"| {md_cell(c['note'])} |"
+        )
     md.append("")
     if figures:
         md.append(f"![Fig. 5: CCS vs other benchmarks]({FIGURE_STEM}.png)")
@@ -245,6 +249,7 @@ def write_report(collection: Collection, out: Path) -> dict[str, Any]:
             md.append(f"- `{v.run}`:")
             md.extend(f"  {line}" for line in markdown_lines(v, relative_to=out))
         md.append("")
-    md.extend(f"- {n}" for n in notes)
-    (out / REPORT_MD).write_text("\n".join(md) + "\n", encoding="utf-8")
+    md.extend(f"- {reveal_line(n)}" for n in notes)
+    atomic_write(out / REPORT_MD, "\n".join(md) + "\n")
+    atomic_write(out / REPORT_JSON, report_json)  # last: it is the one other tools read
     return report

@@ -25,6 +25,7 @@ from edct_task.reporting.lmms_results import (
     read_results_file,
 )
 from edct_task.reporting.setup import dataset_manifest, setup_id, setup_identity
+from edct_task.run.checks import bad_image_refs
 from edct_task.scoring.metrics import METRIC_NAMES, summarise
 
 EDCT_RESULTS = "results.json"
@@ -103,11 +104,19 @@ def _target_identity(spec: Mapping[str, Any]) -> tuple[str, str]:
 def edct_run_from_results(
     results: dict[str, Any], records: list[SampleRecord], *, source: str, kind: str
 ) -> EdctRun:
-    """An EdctRun from an ``edct run`` results.json (its own numbers) and its records."""
+    """An EdctRun from an ``edct run`` results.json (its own numbers) and its records.
+
+    The results are checked for shape first (``run_checks.check_results``); numbers that the
+    records do not give (recomputed with the run's own seed) are flagged."""
+    from edct_task.run.checks import RunReadError, check_results
+
     try:
+        check_results(f"{source}/results.json" if kind == "edct-run" else source, results)
         config = results["config"]
         summary = results["results"]
         target = config["roles"]["target"]
+    except RunReadError as exc:
+        raise ReportInputError(str(exc)) from None
     except (KeyError, TypeError):
         raise ReportInputError(
             f"{source}: not an `edct run` results.json (needs config.roles.target and results)"
@@ -122,6 +131,8 @@ def edct_run_from_results(
     )
     data = config.get("data", {})
     flags = [] if records else [f"{source}: no sample records; dataset identity unknown"]
+    if records:
+        flags += claim_flags(summary, records, seed=config.get("protocol", {}).get("seed"), source=source)
     return EdctRun(
         model_key=key,
         model_name=name,
@@ -135,6 +146,27 @@ def edct_run_from_results(
         records=records,
         flags=flags,
     )
+
+
+def claim_flags(
+    summary: Mapping[str, Any], records: list[SampleRecord], *, seed: Any, source: str
+) -> list[str]:
+    """Flags for the overall and per-domain estimates a results file claims that its own records
+    do not give (estimates do not depend on the bootstrap, so a few resamples suffice)."""
+    mine = summarise(records, seed=int(seed or 0), n_resamples=100)
+    blocks = [("overall", summary.get("overall") or {}, mine["overall"])]
+    blocks += [
+        (f"domain {d}", (summary.get("per_domain") or {}).get(d) or {}, block)
+        for d, block in mine["per_domain"].items()
+    ]
+    flags = []
+    for where, claimed, own in blocks:
+        for m in METRIC_NAMES:
+            value = ((claimed.get("metrics") or {}).get(m) or {}).get("estimate")
+            est = own["metrics"][m]["estimate"]
+            if (value is None) != (est is None) or (value is not None and abs(value - est) > TOLERANCE):
+                flags.append(f"{source}: {where} {m} is {value} in results.json but the records give {est}")
+    return flags
 
 
 def read_edct_run(folder: Path) -> EdctRun:
@@ -160,7 +192,7 @@ def _record_of(sample: dict[str, Any], task: str) -> SampleRecord:
         except ValueError:
             pass
     return SampleRecord(
-        sample=SampleInput(id=str(sample.get("doc_id")), domain=task, question="", image=""),
+        sample=SampleInput(id=str(sample.get("doc_id"))[:200], domain=task, question="", image=""),
         status="error",
         reason=f"logged response of doc {sample.get('doc_id')} is not a sample record",
     )
@@ -203,6 +235,13 @@ def edct_runs_from_lmms(results: ResultsFile, model_key: str, model_name: str) -
             if leaf in samples_files:
                 logged = read_logged_samples(samples_files[leaf])
                 by_leaf[leaf] = [_record_of(s, leaf) for s in logged]
+                for record in by_leaf[leaf]:
+                    bad = bad_image_refs(record)
+                    if bad:
+                        raise ReportInputError(
+                            f"{samples_files[leaf]}: sample {record.sample.id[:80]!r}: image ref "
+                            f"{bad[0][:80]!r} is not an image id (64 hex characters)"
+                        )
                 setup_raw = setup_raw or _logged_setup(logged)
         records = [r for leaf in leaves for r in by_leaf.get(leaf, [])]
         protocol = dict((setup_raw or {}).get("protocol", {}))

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from edct_task.text_safety import md_cell, reveal, reveal_line
+
 MISSING = "–"
 
 
@@ -64,7 +66,7 @@ def _raw(value: Any) -> Any:
 
 def to_markdown(table: Table) -> str:
     def cell(text: str) -> str:
-        return str(text).replace("|", "\\|").replace("\n", " ")
+        return md_cell(text)
 
     lines = [f"### {table.title}", ""]
     lines.append("| " + " | ".join(cell(c) for c in table.columns) + " |")
@@ -75,7 +77,7 @@ def to_markdown(table: Table) -> str:
         lines.append("| " + " | ".join(MISSING for _ in table.columns) + " |")
     if table.notes:
         lines.append("")
-        lines.extend(f"- {n}" for n in table.notes)
+        lines.extend(f"- {reveal_line(n)}" for n in table.notes)
     return "\n".join(lines) + "\n"
 
 
@@ -83,7 +85,7 @@ def to_csv(table: Table) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(table.csv_columns)
-    writer.writerows(table.csv_rows)
+    writer.writerows([[reveal(c) if isinstance(c, str) else c for c in row] for row in table.csv_rows])
     return buf.getvalue()
 
 
@@ -106,7 +108,7 @@ _LATEX_SPECIAL = {
 
 
 def latex_escape(text: str) -> str:
-    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in str(text))
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in reveal_line(text))
 
 
 def to_latex(table: Table) -> str:

@@ -8,7 +8,6 @@ file of another version is refused with one message naming its version and ours.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from edct_task.core.errors import UserError
 from edct_task.core.records import SCHEMA_VERSION
+from edct_task.engine.files import json_text
 
 RUN_LOG_SCHEMA_VERSION = 1
 """Version of the ``results.json`` layout (``schema_version``)."""
@@ -64,7 +64,7 @@ class RunLog(_Log):
 
     def to_json(self) -> str:
         """The file's text (indented, field order as declared)."""
-        return json.dumps(self.model_dump(mode="json"), indent=2) + "\n"
+        return json_text(self.model_dump(mode="json"), indent=2) + "\n"  # never NaN or Infinity
 
 
 def parse_run_log(payload: Any, source: Path | str) -> RunLog:

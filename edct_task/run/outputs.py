@@ -23,8 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from edct_task.core.errors import UserError
 from edct_task.core.records import SampleRecord
+from edct_task.run.checks import (
+    RunReadError,
+    decode_utf8,
+    parse_json_line,
+    parse_record,
+    parse_records,
+    read_json_object,
+)
 from edct_task.run.log import RunLog, parse_run_log
 
 RESULTS_FILE = "results.json"
@@ -32,8 +39,15 @@ SAMPLES_FILE = "samples.jsonl"
 IMAGES_DIR = "images"
 
 
-class RunReadError(UserError, ValueError):
-    """A path is not a readable run; the message says what was expected there."""
+__all__ = [
+    "IMAGES_DIR",
+    "RESULTS_FILE",
+    "SAMPLES_FILE",
+    "LoadedRun",
+    "RunReadError",
+    "image_files",
+    "load_run",
+]
 
 
 def sample_folder(sample_id: str) -> str:
@@ -102,34 +116,18 @@ def load_run(path: Path | str) -> LoadedRun:
     )
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_text(path: Path) -> str:
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RunReadError(f"{path}: not readable JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise RunReadError(f"{path}: expected a JSON object")
-    return value
-
-
-def _records(path: Path, lines: Iterator[tuple[int, str]]) -> list[SampleRecord]:
-    out = []
-    for number, line in lines:
-        try:
-            out.append(SampleRecord.model_validate_json(line))
-        except ValueError as exc:
-            first = str(exc).splitlines()[0]
-            raise RunReadError(f"{path}, line {number}: not a sample record ({first})") from None
-    return out
+        data = path.read_bytes()
+    except OSError as exc:
+        raise RunReadError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    return decode_utf8(path, data)
 
 
 def _load_edct(root: Path) -> LoadedRun:
-    results = _read_json(root / RESULTS_FILE)
+    results = read_json_object(root / RESULTS_FILE)
     samples = root / SAMPLES_FILE
-    text = samples.read_text(encoding="utf-8")
-    # JSONL lines end at "\n" only: str.splitlines() would also split inside a record at U+2028,
-    # U+2029, U+0085 or a form feed, which JSON writers (pydantic included) leave unescaped in strings.
-    records = _records(samples, ((i, line) for i, line in enumerate(text.split("\n"), 1) if line.strip()))
+    records = parse_records(samples, _read_text(samples))
     log = parse_run_log(results, root / RESULTS_FILE)  # the typed view; another version is refused
     images: dict[str, Path] = {}
     for record in records:
@@ -150,20 +148,19 @@ def _load_lmms(root: Path) -> LoadedRun:
     for path in _lmms_sample_files(root):
         task = path.stem.split("_samples_", 1)[1]
         found: list[SampleRecord] = []
-        for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1):
+        for number, line in enumerate(_read_text(path).split("\n"), 1):
             if not line.strip():
                 continue
-            try:
-                logged = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise RunReadError(f"{path}, line {number}: not JSON ({exc})") from None
+            logged = parse_json_line(path, number, line)
             response = _final_response(logged)
             if response is None:
                 continue  # another task's sample (lmms-eval logs every task of a run)
-            (record,) = _records(path, iter([(number, response)]))
+            record = parse_record(path, number, response)
             found.append(record)
-            store = ((logged.get("edct") or {}).get("setup") or {}).get("work_dir")
-            if store:
+            edct = logged.get("edct")
+            setup = edct.get("setup") if isinstance(edct, dict) else None
+            store = setup.get("work_dir") if isinstance(setup, dict) else None
+            if isinstance(store, str) and store:
                 for ref in _refs(record):
                     images.setdefault(ref, ImageStore(store).path(ref))
         if found:
@@ -171,7 +168,7 @@ def _load_lmms(root: Path) -> LoadedRun:
     if not tasks:
         raise RunReadError(f"{root}: no logged sample of an EDCT task (edct_bench*, edct_calibration)")
     results_files = sorted(root.rglob("*_results.json"))
-    results = _read_json(results_files[-1]) if results_files else {}
+    results = read_json_object(results_files[-1]) if results_files else {}
     records = [r for found in tasks.values() for r in found]
     return LoadedRun(root, "lmms", records, results, tasks=tasks, _images=images)
 

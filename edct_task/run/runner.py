@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import logging
 import platform
 import time
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ from edct_task.scoring.health import judge_health
 from edct_task.scoring.metrics import judge_agreement, summarise
 from model_adapters.usage import role_usage
 
+logger = logging.getLogger(__name__)
+
 
 @dataclass
 class RunOutcome:
@@ -49,7 +52,7 @@ def load_samples(data: DataSection, images: ImageStore) -> list[SampleInput | Sa
     if data.source == "dataset":
         from edct_task.bench_data import bench_samples
 
-        items = bench_samples(data.path, images)
+        items = bench_samples(data.path, images, max_pixels=data.max_pixels)
         return items[: data.limit] if data.limit else items
     from edct_task.calibration import generate_samples
 
@@ -172,8 +175,20 @@ def write_outputs(out_dir: Path, records: list[SampleRecord], log: RunLog, image
     atomically."""
     atomic_write(out_dir / RESULTS_FILE, log.to_json())
     atomic_write(out_dir / SAMPLES_FILE, "".join(r.model_dump_json() + "\n" for r in records))
+    lost: list[str] = []
     for r in records:
         for name, ref in image_files(r).items():
+            if not images.intact(ref):  # checked against its id (once per process: usually already)
+                lost.append(name)
+                continue
             target = out_dir / name
             target.parent.mkdir(parents=True, exist_ok=True)
             place(images.path(ref), target)
+    if lost:
+        logger.warning(
+            "%d image(s) of the records are no longer in the image store %s and were not written "
+            "(first: %s); rerun the same command to recompute them",
+            len(lost),
+            images.images_dir,
+            lost[0],
+        )

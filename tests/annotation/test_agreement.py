@@ -60,7 +60,7 @@ def test_the_papers_table_4_counts_are_reproduced():
         iid: EdctVerdict(ccs=edct[i] if i < 100 else None, ac=None, ef=None, gate=1)
         for i, iid in enumerate(ids)
     }
-    report = agreement_report(labels, verdicts)
+    report = agreement_report(labels, verdicts, not_assessable="missing")
 
     _assert_rate(_row(report, "ccs", ("ann1", "ann2")), 88, 100)
     consensus = _row(report, "ccs", ("human consensus", "EDCT"))
@@ -117,7 +117,7 @@ def test_missing_invalid_not_assessable_and_incomplete_labels_are_missing_never_
     verdicts = {iid: EdctVerdict(ccs=1, ac=1, ef=1, gate=1) for iid in ids}
     verdicts["x#6"] = EdctVerdict(ccs=None, ac=None, ef=None, gate=1)  # EDCT left it unscored
     verdicts["x#7"] = EdctVerdict(ccs=0, ac=0, ef=1, gate=0)
-    report = agreement_report({"a": a, "b": b, "c": c}, verdicts)
+    report = agreement_report({"a": a, "b": b, "c": c}, verdicts, not_assessable="missing")
 
     assert report.interventions == 8
     _assert_rate(

@@ -104,7 +104,7 @@ def test_labels_are_on_disk_when_the_reply_comes_and_the_session_resumes(client,
 @pytest.mark.parametrize(
     "body, status, message",
     [
-        ({"intervention": "nope#1", "edit_valid": "invalid"}, 404, "unknown intervention 'nope#1'"),
+        ({"intervention": "nope#1", "edit_valid": "invalid"}, 404, "unknown intervention: not among the 8"),
         ({"intervention": "ID", "edit_valid": "invalid", "ac": 1}, 422, "only be given when edit_valid"),
         ({"intervention": "ID", "edit_valid": "valid", "ac": 5}, 422, "must be 0, 1 or null"),
         ({"intervention": "ID", "edit_valid": "maybe"}, 422, "'valid', 'invalid' or 'not_assessable'"),

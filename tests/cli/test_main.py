@@ -71,10 +71,11 @@ def test_stability_gives_mean_and_sample_sd(tmp_path: Path, capsys: pytest.Captu
             for name in ("ccs_binary", "ccs_graded", "ac_k1", "ac_k2", "ef_k1", "ef_k2")
         }
         (tmp_path / f"r{i}").mkdir()
+        config = {"roles": {"target": {"backend": "t"}}, "protocol": {"seed": i, "k": 2}}
         (tmp_path / f"r{i}" / "results.json").write_text(
-            json.dumps({"results": {"overall": {"metrics": metrics}}})
+            json.dumps({"config": config, "results": {"overall": {"metrics": metrics}}})
         )
-    assert main(["stability", *(str(tmp_path / f"r{i}") for i in range(3))]) == 0
+    assert main(["stability", *(str(tmp_path / f"r{i}") for i in range(3)), "--json"]) == 0
     table = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert table["ccs_binary"]["mean"] == pytest.approx(np.mean(values))
     assert table["ccs_binary"]["sd"] == pytest.approx(np.std(values, ddof=1))

@@ -27,6 +27,13 @@ def scene_png(image: Image.Image) -> bytes:
     return buf.getvalue()
 
 
+def bomb_png(side: int = 20_000) -> bytes:
+    """A PNG of a few hundred KB claiming ``side``² pixels (1-bit, all black): a decompression bomb."""
+    buf = io.BytesIO()
+    Image.new("1", (side, side)).save(buf, format="PNG", optimize=False)
+    return buf.getvalue()
+
+
 def write_calibration_dataset(path: Path, n: int, replace: Mapping[int, bytes] = ()) -> list[str]:
     """``n`` calibration samples as a dataset at ``path`` (split ``test``); row i's image bytes are
     ``replace[i]`` where given. Returns the sample ids in row order."""

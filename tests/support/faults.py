@@ -1,9 +1,14 @@
-"""Seeded fault injection for soak tests: a judge that fails on a fixed share of prompts.
+"""Seeded fault injection for soak tests: a judge that fails, a target that replies badly.
 
-Run as a script, it registers the text backend ``flaky-judge`` (options: ``rate``, ``seed``):
-the calibration rules, except that a prompt whose seeded hash falls under ``rate`` always fails
-with a rate-limit error — the same prompts in every process, so a killed and resumed run meets the
-same faults.
+Run as a script, it registers
+
+- the text backend ``flaky-judge`` (options: ``rate``, ``seed``): the calibration rules, except
+  that a prompt whose seeded hash falls under ``rate`` always fails with a rate-limit error;
+- the target backend ``surrogate-target`` (options: ``behavior``, ``rate``, ``seed``): the
+  calibration reference, except that for a question whose seeded hash falls under ``rate`` every
+  reply ends in a lone surrogate (what a server's JSON ``"\\ud800"`` decodes to).
+
+The same prompts fail in every process, so a killed and resumed run meets the same faults.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import sys
 from typing import Any
 
 from edct_task import roles
-from edct_task.calibration import RuleBasedLLM
+from edct_task.calibration import ReferenceVLM, RuleBasedLLM
 from model_adapters.contracts import Completion
 from model_adapters.errors import RateLimited
 
@@ -33,9 +38,31 @@ class FlakyJudge(RuleBasedLLM):
         return super().complete(prompt, params)
 
 
+class SurrogateTarget(ReferenceVLM):
+    def __init__(self, behavior: str, rate: float, seed: int) -> None:
+        super().__init__(behavior)
+        self.rate, self.seed = rate, seed
+
+    def generate(self, conversations: Any, params: Any) -> list[Any]:
+        out = super().generate(conversations, params)
+        for i, conversation in enumerate(conversations):
+            question = next((m.text for m in conversation if m.role == "user"), "")
+            if faulty(question, self.rate, self.seed) and isinstance(out[i], Completion):
+                out[i] = Completion(out[i].text + "\ud800")
+        return out
+
+
+def surrogate_question(question: str, rate: float, seed: int) -> bool:
+    """Whether ``surrogate-target`` corrupts the replies to ``question``."""
+    return faulty(question, rate, seed)
+
+
 if __name__ == "__main__":
     from edct_task.cli.main import main
 
+    roles.REGISTRY["target"]["surrogate-target"] = lambda o: SurrogateTarget(
+        str(o.get("behavior", "faithful")), float(o.get("rate", 0.1)), int(o.get("seed", 0))
+    )
     roles.REGISTRY["text"]["flaky-judge"] = lambda o: FlakyJudge(
         float(o.get("rate", 0.1)), int(o.get("seed", 0))
     )

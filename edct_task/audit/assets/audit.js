@@ -120,9 +120,13 @@
     (location.hash || "").replace(/^#/, "").split("&").forEach(function (part) {
       if (!part) return;
       var i = part.indexOf("=");
-      if (i > 0) state[decodeURIComponent(part.slice(0, i))] = decodeURIComponent(part.slice(i + 1));
+      if (i > 0) state[decode(part.slice(0, i))] = decode(part.slice(i + 1));
     });
     return state;
+  }
+  // a hand-typed or cut-off link (#q=%E0%A4%A) must not stop the page: take such a part as typed
+  function decode(text) {
+    try { return decodeURIComponent(text); } catch (e) { return text; }
   }
   function writeHash(state) {
     var parts = [];

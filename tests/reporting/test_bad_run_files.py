@@ -1,0 +1,175 @@
+"""Issue 19, rows 1, 2, 10-12, 14: every reader of a run maps bad bytes and bad shapes to exit 2
+with one line naming the file (and line), image refs are content ids, and nothing a tool writes
+leaves its output folder."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+from support.audit_runs import calibration_run
+from support.edct_runs import records, write_edct_run
+
+from edct_task.cli.main import main
+
+ESCAPE = "../../../../../../../x"
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return calibration_run(tmp_path_factory.mktemp("bad") / "run", n=2)
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    import shutil
+
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("cache"))
+    return dst
+
+
+def _one_line_exit_2(capsys, argv: list[str], *names: str) -> str:
+    rc = main(argv)
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    for name in names:
+        assert name in err, err
+    return err
+
+
+def _escaping_run(real_run: Path, tmp_path: Path) -> Path:
+    run = _copy(real_run, tmp_path / "deep" / "a" / "b" / "run")
+    path = run / "samples.jsonl"
+    lines = path.read_text().splitlines()
+    record = json.loads(lines[0])
+    record["sample"]["image"] = ESCAPE
+    path.write_text("\n".join([json.dumps(record), *lines[1:]]) + "\n")
+    return run
+
+
+def _outside(tmp_path: Path) -> list[Path]:
+    return [p for p in tmp_path.rglob("x.*") if p.name in ("x.png", "x.jpg")] + [
+        p for p in Path("/").glob("x.*") if p.name in ("x.png", "x.jpg")
+    ]
+
+
+def test_audit_refuses_a_ref_that_is_not_a_content_id(real_run: Path, tmp_path: Path, capsys) -> None:
+    run = _escaping_run(real_run, tmp_path)
+    err = _one_line_exit_2(capsys, ["audit", str(run), "--out", str(tmp_path / "deep" / "a" / "report")])
+    assert "samples.jsonl, line 1" in err and "not an image id" in err
+    assert not _outside(tmp_path)
+
+
+def test_submit_with_images_refuses_a_ref_that_is_not_a_content_id(
+    real_run: Path, tmp_path: Path, capsys
+) -> None:
+    run = _escaping_run(real_run, tmp_path)
+    out = tmp_path / "b.edct.zip"
+    _one_line_exit_2(capsys, ["submit", str(run), "--out", str(out), "--with-images"], "samples.jsonl")
+    assert not out.exists()
+
+
+def test_submit_with_images_writes_only_content_id_members(real_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "ok.edct.zip"
+    assert main(["submit", str(real_run), "--out", str(out), "--with-images"]) == 0
+    names = zipfile.ZipFile(out).namelist()
+    images = [n for n in names if n.startswith("images/")]
+    assert images and all(len(Path(n).stem) == 64 and ".." not in n for n in images)
+
+
+@pytest.mark.parametrize("command", ["audit", "report", "submit", "export-counterfactuals", "annotate"])
+def test_bad_bytes_in_samples_jsonl_are_one_line_naming_file_and_line(
+    real_run: Path, tmp_path: Path, capsys, command: str
+) -> None:
+    run = _copy(real_run, tmp_path / "run")
+    with (run / "samples.jsonl").open("ab") as f:
+        f.write(b"\xff\xfe\n")
+    argv = {
+        "audit": ["audit", str(run), "--out", str(tmp_path / "audit")],
+        "report": ["report", str(run), "--out", str(tmp_path / "report")],
+        "submit": ["submit", str(run), "--out", str(tmp_path / "s.edct.zip")],
+        "export-counterfactuals": ["export-counterfactuals", str(run), "--out", str(tmp_path / "export")],
+        "annotate": ["annotate", str(run), "--annotator", "alice", "--port", "0"],
+    }[command]
+    _one_line_exit_2(capsys, argv, "samples.jsonl, line 3", "not UTF-8")
+
+
+def _results(run: Path, edit) -> None:
+    data = json.loads((run / "results.json").read_text())
+    edit(data)
+    (run / "results.json").write_text(json.dumps(data))
+
+
+BAD_RESULTS = {
+    "results-a-string": lambda d: d.__setitem__("results", "x"),
+    "no-overall": lambda d: d["results"].pop("overall"),
+    "estimate-a-word": lambda d: d["results"]["overall"]["metrics"]["ccs_binary"].__setitem__(
+        "estimate", "high"
+    ),
+    "protocol-a-list": lambda d: d["config"].__setitem__("protocol", [1]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_RESULTS))
+@pytest.mark.parametrize("command", ["report", "submit"])
+def test_a_results_json_of_the_wrong_shape_is_one_line(
+    tmp_path: Path, capsys, case: str, command: str
+) -> None:
+    run = tmp_path / "run"
+    write_edct_run(run, records(0.5, n=4))
+    _results(run, BAD_RESULTS[case])
+    out = tmp_path / ("report" if command == "report" else "s.edct.zip")
+    _one_line_exit_2(capsys, [command, str(run), "--out", str(out)], "results.json")
+    assert not (out / "report.json").exists() and not out.is_file()
+
+
+def test_a_nan_estimate_is_refused_and_report_json_is_valid_json(tmp_path: Path, capsys) -> None:
+    run = tmp_path / "run"
+    write_edct_run(run, records(0.5, n=4))
+    text = (run / "results.json").read_text()
+    data = json.loads(text)
+    data["results"]["overall"]["metrics"]["ccs_binary"]["estimate"] = float("nan")
+    (run / "results.json").write_text(json.dumps(data))  # json.dumps writes a bare NaN
+    _one_line_exit_2(capsys, ["report", str(run), "--out", str(tmp_path / "r")], "results.json", "NaN")
+
+
+def test_report_flags_results_json_that_its_records_contradict(tmp_path: Path, capsys) -> None:
+    run = tmp_path / "run"
+    write_edct_run(run, records(0.375, n=8, domains=("okvqa",), excluded=0))
+    _results(run, lambda d: d["results"]["overall"]["metrics"]["ccs_binary"].__setitem__("estimate", 0.99))
+    assert main(["report", str(run), "--out", str(tmp_path / "r")]) == 0
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    flags = json.dumps(report)
+    assert "overall ccs_binary is 0.99 in results.json but the records give" in flags
+    assert main(["submit", str(run), "--out", str(tmp_path / "s.edct.zip")]) == 2  # not bundled
+
+
+def test_audit_of_lmms_output_with_a_non_hex_ref_is_one_line(tmp_path: Path, capsys) -> None:
+    record = records(1.0, n=1, domains=("okvqa",), excluded=0)[0]
+    data = json.loads(record.model_dump_json())
+    data["sample"]["image"] = "not-a-hex-ref"
+    logged = {
+        "doc_id": 0,
+        "filtered_resps": [json.dumps(data)],
+        "edct": {"setup": {"work_dir": str(tmp_path / "work")}},
+    }
+    out = tmp_path / "lmms" / "model"
+    out.mkdir(parents=True)
+    (out / "20261201_samples_edct_calibration.jsonl").write_text(json.dumps(logged) + "\n")
+    _one_line_exit_2(capsys, ["audit", str(tmp_path / "lmms")], "_samples_edct_calibration.jsonl, line 1")
+
+
+def test_report_of_a_bundle_with_a_claim_of_the_wrong_shape_is_one_line(tmp_path: Path, capsys) -> None:
+    from edct_task.leaderboard.bundle import read_bundle, reseal, write_zip
+
+    write_edct_run(tmp_path / "run", records(0.5, n=4))
+    good = tmp_path / "good.edct.zip"
+    assert main(["submit", str(tmp_path / "run"), "--out", str(good)]) == 0
+    bundle = read_bundle(good)
+    meta = json.loads(json.dumps(bundle.meta))
+    meta["claimed"]["overall"]["metrics"]["ccs_binary"]["estimate"] = "high"
+    bad = tmp_path / "bad.edct.zip"
+    write_zip(bad, reseal(meta, dict(bundle.members)), dict(bundle.members))
+    _one_line_exit_2(capsys, ["report", str(bad), "--out", str(tmp_path / "r")], "bad.edct.zip", "estimate")
