@@ -200,11 +200,8 @@ def to_markdown(board: dict[str, Any]) -> str:
             f"## Track {t['id']}",
             "",
             "`"
-            "`"
             + reveal_line(t["label"]).replace("`", "'")
-            + "`"
-            + f" · dataset {t['dataset']['digest'][:12]} ({t['dataset']['n']} samples)",
-            +f"` · dataset {t['dataset']['digest'][:12]} ({t['dataset']['n']} samples)",
+            + f"` · dataset {t['dataset']['digest'][:12]} ({t['dataset']['n']} samples)",
             "",
             *([f"Differs from the other tracks in: {differs}", ""] if differs else []),
             "| Rank | Range | Model | Backend | Label | CCS_binary | CCS_graded | AC k=1 | EF k=1 | AC k=2 | "

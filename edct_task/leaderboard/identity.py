@@ -19,14 +19,15 @@ _MODEL_ARG_KEYS = ("pretrained", "model", "model_name", "model_id", "model_versi
 
 
 def sanitise(text: object, limit: int = MAX_LABEL) -> str:
-    """One line of plain text: no control/format characters, no pipes, collapsed spaces."""
+    """One line of plain text: control and format characters (bidi overrides included) shown as
+    ``[U+XXXX]`` rather than obeyed, no pipes, collapsed spaces."""
     out = []
     for ch in str(text):
         cat = unicodedata.category(ch)
         if ch in "\t\n\r\v\f" or cat in ("Zl", "Zp", "Zs"):
             out.append(" ")
         elif cat in ("Cc", "Cf", "Cs", "Co", "Cn"):
-            continue
+            out.append(f"[U+{ord(ch):04X}]")
         elif ch == "|":
             out.append("¦")
         else:

@@ -264,7 +264,7 @@ def test_names_cannot_break_the_table_and_the_model_is_the_verified_target(tmp_p
     entries = {e["model"]: e for t in board["tracks"] for e in t["entries"]}
     assert set(entries) == {"org/beta-vl", "org/alpha-vl@abc123"}
     label = entries["org/beta-vl"]["label"]
-    assert label == "openai/gpt-5.2 (official submission) ¦ 1 ¦ 1 ¦ fake-row ¦ 0.999 ¦"
+    assert label == "openai/gpt-5.2 (official submission) ¦ 1 ¦ 1 ¦ fake-row ¦ 0.999 ¦[U+202E]"
     assert entries["org/alpha-vl@abc123"]["backend"] == "openai-chat"
     md = to_markdown(board)
     rows = [line for line in md.splitlines() if line.startswith("| ") and "---" not in line]
