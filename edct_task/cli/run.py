@@ -63,7 +63,7 @@ def add_parser(sub: Any) -> None:
     run.add_argument(
         "--config",
         type=Path,
-        help="YAML file: roles, protocol, verification, data "
+        help="YAML file or a shipped preset's name (edct presets): roles, protocol, verification, data "
         "(required unless --model is given; with --model it supplies the non-target roles)",
     )
     _add_run_options(run)
@@ -71,14 +71,14 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from edct_task import config as cfg
+    from edct_task.presets import load_preset
 
     if args.model:
         return _run_lmms(args)
     elif args.config is None:
         raise ConfigError("edct run needs --config FILE, or --model NAME (lmms-eval fast path)")
     else:
-        config = cfg.load_config(args.config, args.overrides)
+        config = load_preset(args.config, args.overrides)
         if args.output:
             config = config.model_copy(update={"output_dir": args.output})
     if args.no_progress:
@@ -158,8 +158,9 @@ def _run_lmms(args: argparse.Namespace) -> int:
     from edct_task import config as cfg
     from edct_task.lmms.fastpath import results_files, run_fastpath
     from edct_task.lmms.hooks import hook_config
+    from edct_task.presets import load_preset
 
-    config = cfg.load_config(args.config, args.overrides) if args.config else hook_config()
+    config = load_preset(args.config, args.overrides) if args.config else hook_config()
     if args.overrides and not args.config:
         config = cfg.config_from_dict(config.model_dump(mode="json"), args.overrides)
     if args.output:

@@ -68,6 +68,19 @@ def load_samples(data: DataSection, images: ImageStore) -> list[SampleInput | Sa
     return out[: data.limit] if data.limit else out
 
 
+def check_data_named(data: DataSection) -> None:
+    """A dataset run names its data (``data.path`` or ``$EDCT_BENCH_DATA``), or stops at once."""
+    import os
+
+    from edct_task.bench_data.format import ENV_DATA, BenchDataError
+
+    if data.source == "dataset" and not (data.path or os.environ.get(ENV_DATA)):
+        raise BenchDataError(
+            f"no EDCT-Bench data named: set {ENV_DATA} to the folder written by `edct build-bench` "
+            "(or a hub id), or set data.path in the config (--set data.path=DIR)"
+        )
+
+
 def _versions() -> dict[str, str]:
     out = {"edct-bench": __version__, "python": platform.python_version()}
     for dist in ("lmms-eval", "transformers", "torch", "opencv-python-headless", "numpy"):
@@ -87,6 +100,7 @@ def run(config: RunConfig) -> RunOutcome:
     a cache folder of another schema version stops the run (``CacheSchemaError``) first.
     """
     out_dir, cache_dir = config.output_dir, config.resolved_cache_dir
+    check_data_named(config.data)  # before any folder is made
     check_writable(out_dir, "output folder")
     check_writable(cache_dir, "cache folder")
     shard = shard_from_env()  # torchrun / accelerate: this process's share of the documents
