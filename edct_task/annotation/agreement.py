@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from edct_task.annotation.interventions import EdctVerdict
 from edct_task.annotation.labels import Label
+from edct_task.reporting.tables import csv_number
 from edct_task.scoring.panel import cohen_kappa
 from edct_task.scoring.statistics import wilson_interval
 
@@ -309,10 +310,10 @@ def to_csv(report: AgreementReport) -> str:
                 ";".join(r.raters),
                 r.agree,
                 r.n,
-                "" if r.rate is None else repr(r.rate),
-                "" if r.ci_low is None else repr(r.ci_low),
-                "" if r.ci_high is None else repr(r.ci_high),
-                "" if r.kappa is None else repr(r.kappa),
+                csv_number(r.rate),
+                csv_number(r.ci_low),
+                csv_number(r.ci_high),
+                csv_number(r.kappa),
             ]
         )
     return buf.getvalue()

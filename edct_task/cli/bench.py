@@ -69,7 +69,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=Path,
         help="folder of the 3DSRBench images (e.g. the unzipped coco_images.zip)",
     )
-    build.add_argument("--out", type=Path, required=True, help="output folder (written atomically)")
+    build.add_argument(
+        "--output", "--out", dest="out", type=Path, required=True, help="output folder (written atomically)"
+    )
     build.add_argument("--seed", type=int, default=0, help="selection seed (default 0)")
     build.add_argument("--ids", type=Path, help="explicit id list, one id per line (counts ignored)")
     build.add_argument("--counts", default="160,80,60", help="items per domain: okvqa,drivelm,3dsr")
@@ -87,7 +89,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "question, answers, instructions) as a `datasets` folder and as chat fine-tuning JSONL.",
     )
     export.add_argument("run_dir", type=Path, help="output folder of `edct run` (samples.jsonl, images/)")
-    export.add_argument("--out", type=Path, required=True, help="output folder (written atomically)")
+    export.add_argument(
+        "--output", "--out", dest="out", type=Path, required=True, help="output folder (written atomically)"
+    )
     export.add_argument(
         "--consistent-only",
         action="store_true",

@@ -21,7 +21,7 @@ def _fraction(text: str) -> float:
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--output", type=Path, help="output folder (overrides output_dir)")
+    p.add_argument("--output", "--out", dest="output", type=Path, help="output folder (overrides output_dir)")
     p.add_argument(
         "--fail-on-unscored",
         type=_fraction,
@@ -36,12 +36,17 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
 def _add_lmms_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group(
         "lmms-eval fast path",
-        "run an lmms-eval model on the EDCT lmms-eval tasks with the batched driver; "
-        "results are written in lmms-eval's format (same flags as lmms-eval)",
+        "run an lmms-eval model on the EDCT lmms-eval tasks with the batched driver; results are written "
+        "in lmms-eval's format. lmms-eval's own flags are accepted as lmms-eval spells them (and with "
+        "dashes: --model-args, --gen-kwargs, ...)",
     )
     g.add_argument("--model", help="lmms-eval model name (qwen3_vl, vllm, openai, edct_reference, ...)")
     g.add_argument(
-        "--model_args", default="", help="lmms-eval model_args, e.g. pretrained=Qwen/Qwen3-VL-8B-Instruct"
+        "--model_args",
+        "--model-args",
+        dest="model_args",
+        default="",
+        help="lmms-eval model_args, e.g. pretrained=Qwen/Qwen3-VL-8B-Instruct",
     )
     g.add_argument(
         "--tasks",
@@ -49,17 +54,45 @@ def _add_lmms_options(p: argparse.ArgumentParser) -> None:
         help="EDCT task(s): edct_bench, edct_bench_okvqa, "
         "edct_bench_drivelm, edct_bench_3dsr, edct_calibration (default edct_bench)",
     )
-    g.add_argument("--batch_size", default=None, help="passed to the lmms-eval model")
+    g.add_argument(
+        "--gen_kwargs",
+        "--gen-kwargs",
+        dest="gen_kwargs",
+        default="",
+        help="generation arguments for the target model, as lmms-eval takes them "
+        "(e.g. max_new_tokens=256); they override the protocol's for the target's requests only",
+    )
+    g.add_argument(
+        "--batch_size", "--batch-size", dest="batch_size", default=None, help="passed to the model"
+    )
     g.add_argument("--device", default=None, help="passed to the lmms-eval model")
     g.add_argument("--limit", type=int, default=None, help="first N documents of each task")
     g.add_argument(
-        "--output_path", type=Path, default=None, help="lmms-eval results folder (default <output>/lmms)"
+        "--output_path",
+        "--output-path",
+        dest="output_path",
+        type=Path,
+        default=None,
+        help="lmms-eval results folder (default <output>/lmms)",
     )
-    g.add_argument("--log_samples", action="store_true", help="also write lmms-eval's per-sample JSONL")
+    g.add_argument(
+        "--log_samples",
+        "--log-samples",
+        dest="log_samples",
+        action="store_true",
+        help="also write lmms-eval's per-sample JSONL",
+    )
 
 
 def add_parser(sub: Any) -> None:
-    run = sub.add_parser("run", help="run EDCT from a YAML config")
+    run = sub.add_parser(
+        "run",
+        help="run EDCT from a YAML config or preset, or on an lmms-eval model (--model)",
+        description="Run EDCT: with --config, the roles, protocol and data of a YAML file or a shipped "
+        "preset (edct presets); with --model, lmms-eval's model on the EDCT lmms-eval tasks through the "
+        "batched fast path, written in lmms-eval's results format. Writes results.json, samples.jsonl and "
+        "images/ to the output folder; rerunning the same command resumes from the stage cache.",
+    )
     run.add_argument(
         "--config",
         type=Path,
@@ -178,6 +211,7 @@ def _run_lmms(args: argparse.Namespace) -> int:
         limit=args.limit,
         batch_size=args.batch_size,
         device=args.device,
+        gen_kwargs=args.gen_kwargs,
     )
     from lmms_eval.utils import make_table
 

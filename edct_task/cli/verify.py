@@ -75,7 +75,11 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--tau-in", type=float, default=None, help="pass needs r_in > this (default 0.10)")
     p.add_argument("--tau-out", type=float, default=None, help="pass needs r_out < this (default 0.30)")
     p.add_argument(
-        "--out", type=Path, help="folder for the artefacts (heatmap, mask, overlay, panel, check.json)"
+        "--output",
+        "--out",
+        dest="out",
+        type=Path,
+        help="folder for the artefacts (heatmap, mask, overlay, panel, check.json)",
     )
     p.add_argument("--json", action="store_true", help="print the full check record as JSON")
 

@@ -28,7 +28,7 @@ from typing import Any
 from edct_task.leaderboard.html import render_html
 from edct_task.leaderboard.verify import Rejected, Verified, verify_bundle
 from edct_task.reporting.setup import setup_label
-from edct_task.reporting.tables import interval_cell
+from edct_task.reporting.tables import csv_number, interval_cell
 from edct_task.scoring.metrics import CCS_BINARY, METRIC_NAMES
 
 RANK_METRIC = CCS_BINARY
@@ -172,11 +172,7 @@ def to_csv(board: dict[str, Any]) -> str:
                     *r["rank_range"],
                     r["model"],
                     r["bundle"],
-                    *(
-                        ("" if r[m][p] is None else r[m][p])
-                        for m in METRIC_NAMES
-                        for p in ("estimate", "low", "high", "n")
-                    ),
+                    *(csv_number(r[m][p]) for m in METRIC_NAMES for p in ("estimate", "low", "high", "n")),
                     *(r["counts"][c] for c in ("scored", "excluded", "unscored", "error")),
                     r["digest"],
                 ]

@@ -24,6 +24,7 @@ from edct_task.config import RunConfig
 from edct_task.lmms import documents, turns
 from edct_task.lmms import hooks as lmms_hooks
 from edct_task.lmms.turns import render_turn
+from edct_task.roles import ConfigError
 from model_adapters.contracts import ChatMessage, Completion, GenerationParams
 
 FASTPATH_TASK = "edct_fastpath"
@@ -60,10 +61,14 @@ class LmmsTarget:
 
     name = "lmms-eval"
 
-    def __init__(self, lm: Any, model: str, model_args: str = "") -> None:
+    def __init__(
+        self, lm: Any, model: str, model_args: str = "", gen_kwargs: dict[str, Any] | None = None
+    ) -> None:
         self.lm = lm
         self.model = model
         self.model_args = model_args
+        self.gen_kwargs = dict(gen_kwargs or {})
+        """``--gen_kwargs``: override the protocol's decoding for this target's requests."""
         self.calls = 0
         if not isinstance(getattr(lm, "task_dict", None), dict):
             lm.task_dict = {}
@@ -76,7 +81,8 @@ class LmmsTarget:
 
     def identity(self) -> dict[str, Any]:
         args = ",".join(a for a in (self.model_args or "").split(",") if not _secretish(a))
-        return {"backend": "lmms-eval", "model": self.model, "model_args": args, "chat": self.is_chat}
+        out = {"backend": "lmms-eval", "model": self.model, "model_args": args, "chat": self.is_chat}
+        return {**out, "gen_kwargs": dict(self.gen_kwargs)} if self.gen_kwargs else out
 
     def _gen_kwargs(self, params: GenerationParams) -> dict[str, Any]:
         kw: dict[str, Any] = {
@@ -87,6 +93,7 @@ class LmmsTarget:
         }
         if params.top_p < 1.0:
             kw["top_p"] = params.top_p
+        kw.update(self.gen_kwargs)
         return kw
 
     def instance(self, conversation: Sequence[ChatMessage], params: GenerationParams) -> Any:
@@ -159,6 +166,23 @@ def _secretish(arg: str) -> bool:
     return any(s in key for s in ("key", "token", "secret", "password"))
 
 
+def parse_gen_kwargs(text: str | dict[str, Any]) -> dict[str, Any]:
+    """lmms-eval's ``--gen_kwargs`` (``max_new_tokens=64,temperature=0``) parsed as lmms-eval parses
+    it (``simple_parse_args_string``); a malformed string is a ``ConfigError``."""
+    if isinstance(text, dict):
+        return dict(text)
+    if not text.strip():
+        return {}
+    from lmms_eval.utils import simple_parse_args_string
+
+    try:
+        return dict(simple_parse_args_string(text))
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(
+            f"--gen_kwargs {text!r}: expected key=value pairs separated by commas ({exc})"
+        ) from None
+
+
 def run_fastpath(
     model: str,
     model_args: str,
@@ -171,13 +195,26 @@ def run_fastpath(
     batch_size: int | str | None = None,
     device: str | None = None,
     lm: Any = None,
+    gen_kwargs: str | dict[str, Any] = "",
 ) -> dict[str, Any]:
-    """Run the EDCT tasks ``tasks`` on lmms-eval model ``model``; returns lmms-eval's results dict."""
+    """Run the EDCT tasks ``tasks`` on lmms-eval model ``model``; returns lmms-eval's results dict.
+    ``gen_kwargs`` (lmms-eval's ``--gen_kwargs`` string, or a mapping) applies to the target's requests."""
+    overrides = parse_gen_kwargs(gen_kwargs)
     settings = lmms_hooks.build_settings(config)
     lmms_hooks.install_settings(settings)
     try:
         return _evaluate(
-            settings, model, model_args, tasks, output_path, log_samples, limit, batch_size, device, lm
+            settings,
+            model,
+            model_args,
+            tasks,
+            output_path,
+            log_samples,
+            limit,
+            batch_size,
+            device,
+            lm,
+            overrides,
         )
     finally:
         lmms_hooks.install_settings(None)
@@ -195,6 +232,7 @@ def _evaluate(
     batch_size: int | str | None,
     device: str | None,
     lm: Any,
+    gen_kwargs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     from lmms_eval.evaluator_utils import (
         consolidate_group_results,
@@ -215,7 +253,7 @@ def _evaluate(
     tracker = EvaluationTracker(output_path=str(output_path))
     if lm is None:
         lm = build_model(model, model_args, batch_size=batch_size, device=device)
-    target = LmmsTarget(lm, model, model_args)
+    target = LmmsTarget(lm, model, model_args, gen_kwargs)
 
     manager = TaskManager("WARNING", include_path=task_dir(), model_name=model)
     names = manager.match_tasks([t.strip() for t in tasks.split(",") if t.strip()])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +63,20 @@ def _raw(value: Any) -> Any:
     return "" if value is None else value
 
 
+CSV_DECIMALS = 12
+
+
+def csv_number(value: Any) -> Any:
+    """A CSV cell: floats rounded to ``CSV_DECIMALS`` places, which drops binary floating-point noise
+    (``0.9999999999999998`` → ``1.0``) and keeps every digit a statistic has; ``None`` as an empty
+    cell, everything else as it is."""
+    if value is None:
+        return ""
+    if isinstance(value, float) and not math.isnan(value):
+        return round(value, CSV_DECIMALS) + 0.0  # + 0.0: no "-0.0"
+    return value
+
+
 def to_markdown(table: Table) -> str:
     def cell(text: str) -> str:
         return str(text).replace("|", "\\|").replace("\n", " ")
@@ -83,7 +98,7 @@ def to_csv(table: Table) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(table.csv_columns)
-    writer.writerows(table.csv_rows)
+    writer.writerows([csv_number(v) for v in row] for row in table.csv_rows)
     return buf.getvalue()
 
 
@@ -101,7 +116,15 @@ _LATEX_SPECIAL = {
     "τ": r"$\tau$",
     "±": r"$\pm$",
     "ρ": r"$\rho$",
+    "κ": r"$\kappa$",
+    "×": r"$\times$",
+    "·": r"$\cdot$",
+    "≥": r"$\geq$",
+    "≤": r"$\leq$",
+    "→": r"$\rightarrow$",
     "–": "--",
+    "—": "---",
+    "…": r"\ldots{}",
 }
 
 
@@ -109,16 +132,38 @@ def latex_escape(text: str) -> str:
     return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in str(text))
 
 
+_NUMBERED = re.compile(r"Table (\d+):\s*(.*)", re.S)
+
+
+def split_title(title: str) -> tuple[str | None, str]:
+    """``"Table 5: repeated runs"`` → ``("5", "repeated runs")``; an unnumbered title → ``(None, title)``."""
+    m = _NUMBERED.fullmatch(title)
+    return (m.group(1), m.group(2)) if m else (None, title)
+
+
 def to_latex(table: Table) -> str:
-    """A ``table`` float with a booktabs ``tabular`` (needs ``\\usepackage{booktabs}``)."""
+    """A ``table`` float with a booktabs ``tabular`` (needs ``\\usepackage{booktabs}`` and
+    ``\\usepackage{graphicx}``).
+
+    The caption is the title without its "Table N:" (LaTeX writes that), and the float carries the
+    paper's number N (``\\thetable`` set inside the float), so Table 5 stays Table 5 whatever
+    tables precede it. A table wider than the text is scaled down to ``\\linewidth``; a narrower
+    one keeps its natural size.
+    """
+    number, caption = split_title(table.title)
     spec = "l" * min(2, len(table.columns)) + "r" * max(0, len(table.columns) - 2)
     lines = [
-        "% requires \\usepackage{booktabs}",
+        "% requires \\usepackage{booktabs} and \\usepackage{graphicx}",
         "\\begin{table}[t]",
         "\\centering",
         "\\small",
-        f"\\caption{{{latex_escape(table.title)}}}",
+    ]
+    if number is not None:
+        lines.append(f"\\renewcommand{{\\thetable}}{{{number}}}")
+    lines += [
+        f"\\caption{{{latex_escape(caption)}}}",
         f"\\label{{tab:edct-{table.name}}}",
+        "\\resizebox{\\ifdim\\width>\\linewidth\\linewidth\\else\\width\\fi}{!}{%",
         f"\\begin{{tabular}}{{{spec}}}",
         "\\toprule",
         " & ".join(latex_escape(c) for c in table.columns) + " \\\\",
@@ -126,5 +171,5 @@ def to_latex(table: Table) -> str:
     ]
     for row in table.rows:
         lines.append(" & ".join(latex_escape(c) for c in row) + " \\\\")
-    lines += ["\\bottomrule", "\\end{tabular}", "\\end{table}"]
+    lines += ["\\bottomrule", "\\end{tabular}%", "}", "\\end{table}"]
     return "\n".join(lines) + "\n"
