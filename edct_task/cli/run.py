@@ -163,14 +163,29 @@ def finish(records: list[Any], fail_on_unscored: float | None) -> int:
 
 
 def failure_summary(records: list[Any]) -> str:
-    """One line: samples not scored, by status and failure kind (``edct: not scored: …``)."""
+    """One line: samples not scored, by status and failure kind (``edct: not scored: …``); for
+    failures (``error``, ``unscored``) the first such sample's reason follows as the cause, so a
+    dead server says "Connection refused" on the console, not only in samples.jsonl."""
     kinds: Counter[str] = Counter()
+    causes: dict[str, str] = {}
     for r in records:
         if r.status != "scored":
-            kinds[f"{r.status} ({_kind(r.reason)})"] += 1
+            key = f"{r.status} ({_kind(r.reason)})"
+            kinds[key] += 1
+            if r.status in ("error", "unscored") and r.reason:
+                causes.setdefault(key, r.reason)
     if not kinds:
         return ""
-    return "edct: not scored: " + ", ".join(f"{n} {k}" for k, n in kinds.most_common())
+    parts = []
+    for k, n in kinds.most_common():
+        cause = causes.get(k)
+        parts.append(f"{n} {k}" + (f" [first: {_clip(cause)}]" if cause else ""))
+    return "edct: not scored: " + ", ".join(parts)
+
+
+def _clip(text: str, limit: int = 240) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _kind(reason: str | None) -> str:

@@ -391,5 +391,7 @@ def test_an_edit_that_adds_an_object_is_not_told_to_add_no_objects() -> None:
         ["no pedestrian on the crosswalk", "the traffic light is green"],
     )
     assert add["change"].startswith("add a pedestrian")
-    assert add["constraints"] == "no new objects other than the pedestrian, no text, no change to the background"
+    assert (
+        add["constraints"] == "no new objects other than the pedestrian, no text, no change to the background"
+    )
     assert recolour["constraints"] == "no new objects, no text, no change to the background"
