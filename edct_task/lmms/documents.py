@@ -116,6 +116,8 @@ def calibration_docs(dataset: Any) -> Any:
 
 def _bench_docs(dataset: Any, domain: str) -> Any:
     """Documents of one EDCT-Bench domain: the loaded dataset, or ``$EDCT_BENCH_DATA``."""
+    if STUB_COLUMN in dataset.column_names and not os.environ.get(ENV_DATA):
+        load_bench_dataset(None)  # says what to set, before anything is built or any folder made
     _engine_ready()
     if STUB_COLUMN not in dataset.column_names:
         loaded = dataset  # the user's YAML named the dataset itself (dataset_path / dataset_kwargs)

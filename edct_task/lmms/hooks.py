@@ -22,13 +22,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from edct_task import prompts
-from edct_task.config import RunConfig, calibration_config, load_config
+from edct_task.config import RunConfig, calibration_config
 from edct_task.engine.dispatch import Dispatcher
 from edct_task.engine.drive import SampleRun
 from edct_task.engine.lockstep import build_dispatcher
@@ -103,7 +104,9 @@ def hook_config() -> RunConfig:
     """The EDCT config for the lmms-eval task: ``$EDCT_CONFIG`` or the calibration roles."""
     path = os.environ.get(ENV_CONFIG)
     if path:
-        return load_config(Path(path))
+        from edct_task.presets import load_preset
+
+        return load_preset(path)  # a file, or a shipped preset's name
     return calibration_config(output_dir=DEFAULT_WORK_DIR)
 
 
@@ -126,11 +129,15 @@ def install_settings(value: Settings | None) -> None:
 def build_settings(config: RunConfig, work_dir: Path | None = None) -> Settings:
     """The stage cache first (a stale cache folder is refused before anything is built), then the
     non-target roles."""
+    where = ""
     if work_dir is None:
         env = os.environ.get(ENV_WORK_DIR)
+        where = f" (${ENV_WORK_DIR})" if env else f" (set {ENV_WORK_DIR} to put them elsewhere)"
         work_dir = Path(env) if env else config.resolved_cache_dir
     work_dir = Path(work_dir).resolve()
     check_writable(work_dir, "cache folder")
+    # announced: lmms-eval's own loop would otherwise fill ./runs/edct-lmms/cache without a word
+    print(f"edct: stage cache and edited images in {work_dir}{where}", file=sys.stderr, flush=True)
     try:
         cache = StageCache(work_dir)
     except CacheSchemaError as exc:
