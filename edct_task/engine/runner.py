@@ -20,6 +20,7 @@ from typing import Any
 
 from edct_task import __version__, prompts
 from edct_task.config import DataSection, RunConfig
+from edct_task.engine.dispatch import Progress
 from edct_task.engine.files import atomic_write, place
 from edct_task.engine.lockstep import build_dispatcher, run_samples
 from edct_task.engine.records import SCHEMA_VERSION, SampleInput, SampleRecord
@@ -135,11 +136,17 @@ def _run(config: RunConfig, out_dir: Path, cache_dir: Path, shard: Shard | None 
                 limits=limits,
                 call_log=config.call_log,
                 progress=config.progress,
+                run_name=out_dir.name,
             ) as dispatcher,
         ):
             unreadable = [s for s in samples if isinstance(s, SampleRecord)]
             inputs = [s for s in samples if isinstance(s, SampleInput)]
-            done = run_samples(inputs, protocol, dispatcher, limits)
+            progress = next((o for o in dispatcher.observers if isinstance(o, Progress)), None)
+            if progress is not None:
+                progress.expect(len(inputs))
+            done = run_samples(
+                inputs, protocol, dispatcher, limits, on_record=progress.sample_done if progress else None
+            )
             records = sorted([*done, *unreadable], key=lambda r: order[r.sample.id])
             usage = role_usage(roles.by_role())
             identities = roles.identities()
