@@ -18,6 +18,9 @@ body{font-family:system-ui,sans-serif;margin:2rem;color:#222}
 table{border-collapse:collapse;margin:.5rem 0 1.5rem}
 th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:right}
 td.l,th.l{text-align:left}
+td.ci{white-space:nowrap;font-variant-numeric:tabular-nums}
+td.model{overflow-wrap:anywhere;max-width:24rem}
+.wrap{overflow-x:auto}
 caption{text-align:left;font-weight:600;padding:.25rem 0}
 pre{background:#f6f6f6;padding:.5rem;overflow:auto;max-height:20rem}
 .rej td{text-align:left}
@@ -56,20 +59,20 @@ def render_html(board: dict[str, Any]) -> str:
         parts.append(f"<details><summary>setup</summary><pre>{_e(setup)}</pre></details>")
         head = "".join(f"<th>{_e(n)}</th>" for n, _ in _METRICS)
         parts.append(
-            f'<table><thead><tr><th>Rank</th><th>Range</th><th class="l">Model</th>{head}'
+            f'<div class="wrap"><table><thead><tr><th>Rank</th><th>Range</th><th class="l">Model</th>{head}'
             '<th>scored</th><th>excluded</th><th class="l">bundle</th></tr></thead><tbody>'
         )
         for r in t["entries"]:
             lo, hi = r["rank_range"]
             span = lo if lo == hi else f"{lo}–{hi}"
-            cells = "".join(f"<td>{_e(interval_cell(r[m]))}</td>" for _, m in _METRICS)
+            cells = "".join(f'<td class="ci">{_e(interval_cell(r[m]))}</td>' for _, m in _METRICS)
             parts.append(
                 f'<tr data-model="{_e(r["model"])}"><td>{_e(r["rank"])}</td><td>{_e(span)}</td>'
-                f'<td class="l">{_e(r["model"])}</td>{cells}<td>{_e(r["counts"]["scored"])}</td>'
+                f'<td class="l model">{_e(r["model"])}</td>{cells}<td>{_e(r["counts"]["scored"])}</td>'
                 f'<td>{_e(r["counts"]["excluded"])}</td><td class="l" title="{_e(r["digest"])}">'
                 f"{_e(Path(r['bundle']).name)}</td></tr>"
             )
-        parts.append("</tbody></table></section>")
+        parts.append("</tbody></table></div></section>")
     if board["rejected"]:
         parts.append(
             '<h2>Rejected bundles</h2><table class="rej"><thead><tr><th>bundle</th><th>reason</th></tr>'
