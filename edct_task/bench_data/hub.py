@@ -48,6 +48,9 @@ THREEDSR_TSV_REPOS = ("ccvl/3dsrbench",)
 """Hub repositories (lower case) that hold the VLMEvalKit TSV rather than a table."""
 DRIVELM_HUB = "OpenDriveLab/DriveLM"
 DRIVELM_QA, DRIVELM_IMAGES = "v1_1_train_nus.json", "drivelm_nus_imgs_train.zip"
+HAS_ANSWERS = (
+    "the row has gold answers (the local layout's rule: an annotation with the same question and image id)"
+)
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 DATA_SUFFIXES = (".parquet", ".arrow", ".jsonl", ".json", ".csv", ".tsv", ".zip")
 
@@ -212,7 +215,9 @@ def scan_okvqa(source: HubSource) -> SourceScan:
     _require_columns(table, OKVQA_COLUMNS, where, "question_id, image, question, answers (list of str)")
     text = table.remove_columns("image")
     check_unique((str(q) for q in text["question_id"]), f"{where} (question_id)")
-    out = SourceScan("okvqa", okvqa.SOURCE, _data_files(folder), {}, okvqa.rules(), items_read=len(table))
+    rules = okvqa.rules()
+    rules[0].description = HAS_ANSWERS
+    out = SourceScan("okvqa", okvqa.SOURCE, _data_files(folder), {}, rules, items_read=len(table))
     out.provenance = {**provenance, "config": OKVQA_CONFIG, "split": OKVQA_SPLIT}
     for i, r in enumerate(text):
         qid = str(r["question_id"])

@@ -18,8 +18,8 @@ body{font-family:system-ui,sans-serif;margin:2rem;color:#222}
 table{border-collapse:collapse;margin:.5rem 0 1.5rem}
 th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:right}
 td.l,th.l{text-align:left}
-td.ci{white-space:nowrap;font-variant-numeric:tabular-nums}
-td.model{overflow-wrap:anywhere;max-width:24rem}
+td.ci{white-space:nowrap;font-variant-numeric:tabular-nums;font-size:.85rem}
+td.model{overflow-wrap:anywhere;min-width:12rem;max-width:22rem}
 .wrap{overflow-x:auto}
 caption{text-align:left;font-weight:600;padding:.25rem 0}
 pre{background:#f6f6f6;padding:.5rem;overflow:auto;max-height:20rem}
