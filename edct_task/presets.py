@@ -52,7 +52,7 @@ def preset_path(name_or_path: str | Path) -> Path:
     if "/" not in name and name in preset_names():
         return preset_dir() / f"{name}{SUFFIX}"
     raise ConfigError(
-        f"config {name_or_path} is neither a file nor a shipped preset "
+        f"config file {name_or_path} does not exist, and it is not a shipped preset "
         f"(presets: {', '.join(preset_names())}; `edct presets` lists them)"
     )
 

@@ -63,7 +63,7 @@ def test_load_preset_takes_overrides_and_paths(tmp_path) -> None:
     copy = tmp_path / "mine.yaml"
     copy.write_text(preset_path("local-vllm-cluster").read_text().replace("k: 2", "k: 3"))
     assert load_preset(copy).protocol.k == 3
-    with pytest.raises(ConfigError, match=r"neither a file nor a shipped preset.*paper-qwen3"):
+    with pytest.raises(ConfigError, match=r"does not exist, and it is not a shipped preset.*paper-qwen3"):
         load_preset("paper-qwen3")
 
 
