@@ -115,7 +115,8 @@ def _label_points(ax: Any, points: Sequence[Point]) -> None:
             ax=ax,
             expand=(1.2, 2.0),
             ensure_inside_axes=True,
-            arrowprops={"arrowstyle": "-", "color": "0.5", "lw": 0.6},
+            min_arrow_len=14,  # a label beside its marker needs no line (short lines cross the text)
+            arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.5, "shrinkA": 2, "shrinkB": 4},
         )
 
 
