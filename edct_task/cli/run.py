@@ -108,7 +108,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.model:
         return _run_lmms(args)
-    elif args.config is None:
+    if args.output_path is not None:  # without --model, lmms-eval's spelling names the output folder
+        if args.output is not None and args.output != args.output_path:
+            raise ConfigError("--output and --output_path name two folders; without --model give one")
+        args.output = args.output_path
+    if args.config is None:
         raise ConfigError("edct run needs --config FILE, or --model NAME (lmms-eval fast path)")
     else:
         config = load_preset(args.config, args.overrides)

@@ -113,3 +113,18 @@ def test_csv_numbers_carry_no_floating_point_noise(tmp_path) -> None:
     t = Table("t", "t", ["a"], csv_columns=["x", "y"])
     t.add(["a"], [0.1 + 0.2, 1 - 1e-16])
     assert list(csv.reader(to_csv(t).splitlines()))[1] == ["0.3", "1.0"]
+
+
+def test_without_model_output_path_names_the_run_folder(tmp_path, capsys) -> None:
+    import yaml
+
+    from edct_task.config import calibration_config
+
+    raw = calibration_config("faithful", n=2, output_dir=tmp_path / "unused").model_dump(mode="json")
+    raw.update(progress=False, bootstrap_resamples=200)
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(raw))
+    assert main(["run", "--config", str(tmp_path / "c.yaml"), "--output_path", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o" / "results.json").is_file() and not (tmp_path / "unused").exists()
+    argv = ["run", "--config", str(tmp_path / "c.yaml"), "--output", "a", "--output_path", "b"]
+    assert main(argv) == 2
+    assert "name two folders" in capsys.readouterr().err
