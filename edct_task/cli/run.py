@@ -24,6 +24,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", "--out", dest="output", type=Path, help="output folder (overrides output_dir)")
     p.add_argument(
         "--fail-on-unscored",
+        "--fail_on_unscored",
         type=_fraction,
         default=None,
         metavar="FRACTION",

@@ -245,6 +245,7 @@ def _evaluate(
     from lmms_eval.tasks import TaskManager, get_task_dict
     from lmms_eval.utils import get_datetime_str, handle_non_serializable, hash_string
 
+    from edct_task.engine.dispatch import Progress
     from edct_task.engine.lockstep import build_dispatcher, run_samples
     from edct_task.engine.runner import _versions
     from edct_task.lmms.plugin import task_dir
@@ -294,8 +295,18 @@ def _evaluate(
         gate=settings.config.verification,
         limits=limits,
         progress=settings.config.progress,
+        run_name=f"{model} on {tasks}",
     ) as dispatcher:
-        records = run_samples(samples, settings.protocol, dispatcher, limits)
+        progress = next((o for o in dispatcher.observers if isinstance(o, Progress)), None)
+        if progress is not None:
+            progress.expect(len(samples))
+        records = run_samples(
+            samples,
+            settings.protocol,
+            dispatcher,
+            limits,
+            on_record=progress.sample_done if progress else None,
+        )
     by_id = {r.sample.id: r for r in records}
 
     # score through the task's own hooks, as lmms-eval's evaluator would
