@@ -26,6 +26,7 @@ to and the config and split read.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import zipfile
 from collections import Counter
@@ -170,7 +171,7 @@ def load_table(folder: Path, config: str, split: str, flag: str) -> Any:
     if builder_configs and name is None and config != "default":
         raise BenchDataError(f"{flag} {folder}: no config {config!r} (configs: {', '.join(builder_configs)})")
     try:
-        table = datasets.load_dataset(str(folder), name=name, split=split)
+        table = datasets.load_dataset(str(folder), name=name, split=split, cache_dir=_arrow_cache(folder))
     except ValueError as exc:
         raise BenchDataError(
             f"{flag} {folder}: cannot read split {split!r} of config {config!r} ({exc})"
@@ -180,6 +181,23 @@ def load_table(folder: Path, config: str, split: str, flag: str) -> Any:
     if "image" in table.column_names:
         table = table.cast_column("image", datasets.Image(decode=False))
     return table
+
+
+def _arrow_cache(folder: Path) -> str:
+    """Where ``datasets`` keeps its Arrow copy of this folder's tables: a folder keyed by every data
+    file's path, size and modification time.
+
+    ``datasets`` 5.2 names the cache of a local folder by the folder's name and config, not by its
+    files: two different folders called ``okvqa`` (or two Hub snapshots) would share one cache and
+    the second build would silently read the first one's rows.
+    """
+    import datasets
+
+    h = hashlib.sha256()
+    for rel, path in sorted(_data_files(folder).items()):
+        st = path.stat()
+        h.update(f"{rel}|{path.resolve()}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+    return str(Path(datasets.config.HF_DATASETS_CACHE) / "edct-bench-sources" / h.hexdigest()[:20])
 
 
 def _image_reader(table: Any, row: int) -> Callable[[], bytes]:
@@ -284,8 +302,6 @@ def scan_threedsr(source: HubSource, config: str = THREEDSR_CONFIG) -> SourceSca
     out.provenance = {**provenance, "config": config, "split": THREEDSR_SPLIT}
 
     def image_of(line: int, r: dict[str, str]) -> threedsr.RowImage:
-        import hashlib
-
         reader = _image_reader(table, line)
         try:
             key = hashlib.sha256(reader()).hexdigest()

@@ -219,3 +219,31 @@ def test_wrong_schema_and_missing_files_name_what_is_wrong(repos, tmp_path):
     with pytest.raises(BenchDataError, match=r"must hold drivelm_nus_imgs_train\.zip"):
         build_bench(BuildRequest(out=tmp_path / "b", counts={"okvqa": 0, "drivelm": 1, "3dsr": 0},
                                  drivelm_hub=HubSource(str(half))))  # fmt: skip
+
+
+def test_two_folders_of_one_name_are_two_datasets(tmp_path):
+    """datasets names a local folder's Arrow cache by the folder's name: without a cache keyed by
+    the files, the second ``okvqa`` folder would be read as the first."""
+    from support.hub_fixture import OKVQA_ROWS
+
+    first = write_okvqa_repo(tmp_path / "a" / "okvqa")
+    build_bench(BuildRequest(out=tmp_path / "b1", counts={"okvqa": 3, "drivelm": 0, "3dsr": 0},
+                             okvqa_hub=HubSource(str(first))))  # fmt: skip
+    second = tmp_path / "b" / "okvqa"
+    write_okvqa_repo(second)
+    import datasets
+
+    rows = datasets.load_dataset(str(first), split="val2014", cache_dir=str(tmp_path / "c")).to_list()
+    extra = {
+        **rows[0],
+        "question_id": "7777777",
+        "question": "What colour is the bus?",
+        "answers": ["red"] * 10,
+    }
+    table = datasets.Dataset.from_list([*rows, extra], features=datasets.load_dataset(
+        str(first), split="val2014", cache_dir=str(tmp_path / "c")).features)  # fmt: skip
+    table.to_parquet(str(second / "data" / "val2014-00000-of-00001.parquet"))
+    result = build_bench(BuildRequest(out=tmp_path / "b2", counts={"okvqa": 4, "drivelm": 0, "3dsr": 0},
+                                      okvqa_hub=HubSource(str(second))))  # fmt: skip
+    assert result.manifest["domains"]["okvqa"]["items_read"] == len(OKVQA_ROWS) + 1
+    assert "okvqa-7777777" in load_bench(tmp_path / "b2")["id"]
