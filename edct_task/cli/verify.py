@@ -28,7 +28,7 @@ def add_parser(subparsers: Any) -> None:
     """Add the ``verify`` sub-command to an ``argparse`` sub-parser set."""
     p = subparsers.add_parser(
         "verify",
-        help="check that an edit changed its target and little else (SPEC §4, Algorithm 1)",
+        help="check that an edit changed its target and little else (Algorithm 1)",
         description="Localised edit verification of one image pair. Exit code 0 pass, 1 fail, 2 usage error.",
     )
     p.add_argument("original", type=Path, help="image before the edit")

@@ -93,6 +93,10 @@ def test_run_with_a_preset_name_and_no_data_stops_at_once_without_writing(tmp_pa
 
 
 def test_the_wheel_ships_every_preset(tmp_path) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("setuptools") is None:  # the build backend, used without isolation
+        pytest.skip("setuptools is not installed in this environment (pip install setuptools)")
     src = tmp_path / "src"
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
