@@ -128,3 +128,8 @@ def test_without_model_output_path_names_the_run_folder(tmp_path, capsys) -> Non
     argv = ["run", "--config", str(tmp_path / "c.yaml"), "--output", "a", "--output_path", "b"]
     assert main(argv) == 2
     assert "name two folders" in capsys.readouterr().err
+
+
+def test_the_top_level_help_cites_no_spec_that_does_not_ship() -> None:
+    parser, _ = build_parser()
+    assert "SPEC" not in parser.format_help()
