@@ -70,7 +70,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="folder of the 3DSRBench images (e.g. the unzipped coco_images.zip)",
     )
     build.add_argument(
-        "--output", "--out", dest="out", type=Path, required=True, help="output folder (written atomically)"
+        "--output",
+        "--out",
+        dest="out",
+        metavar="DIR",
+        type=Path,
+        required=True,
+        help="output folder (written atomically)",
     )
     build.add_argument("--seed", type=int, default=0, help="selection seed (default 0)")
     build.add_argument("--ids", type=Path, help="explicit id list, one id per line (counts ignored)")
@@ -90,7 +96,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     export.add_argument("run_dir", type=Path, help="output folder of `edct run` (samples.jsonl, images/)")
     export.add_argument(
-        "--output", "--out", dest="out", type=Path, required=True, help="output folder (written atomically)"
+        "--output",
+        "--out",
+        dest="out",
+        metavar="DIR",
+        type=Path,
+        required=True,
+        help="output folder (written atomically)",
     )
     export.add_argument(
         "--consistent-only",

@@ -25,6 +25,7 @@ def add_parser(sub: Any) -> None:
         "--output",
         "--out",
         dest="out",
+        metavar="DIR",
         type=Path,
         required=True,
         help="folder for leaderboard.md/.csv/.json/.html",

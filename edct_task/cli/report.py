@@ -29,6 +29,7 @@ def add_parser(sub: Any) -> None:
         "--output",
         "--out",
         dest="out",
+        metavar="DIR",
         type=Path,
         required=True,
         help="folder for report.md, tables, figures, report.json",

@@ -21,7 +21,14 @@ def _fraction(text: str) -> float:
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--output", "--out", dest="output", type=Path, help="output folder (overrides output_dir)")
+    p.add_argument(
+        "--output",
+        "--out",
+        dest="output",
+        metavar="DIR",
+        type=Path,
+        help="output folder (overrides output_dir)",
+    )
     p.add_argument(
         "--fail-on-unscored",
         "--fail_on_unscored",

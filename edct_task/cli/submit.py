@@ -23,6 +23,7 @@ def add_parser(sub: Any) -> None:
         "--output",
         "--out",
         dest="out",
+        metavar="FILE",
         type=Path,
         required=True,
         help="bundle file to write (name it *.edct.zip)",

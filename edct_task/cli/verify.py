@@ -78,6 +78,7 @@ def add_parser(subparsers: Any) -> None:
         "--output",
         "--out",
         dest="out",
+        metavar="DIR",
         type=Path,
         help="folder for the artefacts (heatmap, mask, overlay, panel, check.json)",
     )
