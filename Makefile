@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 VLLM_VENV ?= .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 
-.PHONY: demo test lint bench browser vllm-env test-vllm
+.PHONY: demo test lint bench browser latex vllm-env test-vllm
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -31,7 +31,19 @@ browser:
 	  fi; \
 	fi
 
-test: $(VENV)/.installed browser
+# The LaTeX compile test of the report's tables (tests/reporting/test_latex.py) needs pdflatex with
+# booktabs and graphicx: Debian's texlive-latex-recommended (≈ 150 MB), installed here when missing.
+latex:
+	@if ! command -v pdflatex >/dev/null 2>&1; then \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      texlive-latex-recommended >/dev/null; \
+	  else \
+	    echo "note: pdflatex is missing: install Debian's texlive-latex-recommended for the LaTeX test"; \
+	  fi; \
+	fi
+
+test: $(VENV)/.installed browser latex
 	HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 -q --ignore=tests/vllm $(PYTEST_ARGS)
 
 # A separate environment for the real vLLM server (CPU build); the main environment is not touched.

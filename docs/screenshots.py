@@ -1,7 +1,9 @@
-"""Screenshots of the audit report and the annotation page for the README (docs/img/*.png).
+"""Screenshots of the audit report, the annotation page and the leaderboard for the README
+(docs/img/*.png).
 
 Builds a small calibration run (k = 2, mixed outcomes), writes its audit report, serves the
-annotation app for it, and photographs the three pages with Debian's chromium through Playwright.
+annotation app for it, builds a leaderboard of three bundles, and photographs the four pages with
+Debian's chromium through Playwright.
 
     python docs/screenshots.py [--out docs/img]
 """
@@ -20,12 +22,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from support.audit_runs import calibration_run
 from support.browser import CHROMIUM, CHROMIUM_ARGS
+from support.edct_runs import records, write_edct_run
 
 from edct_task.annotation.app import AnnotationSession, create_app
 from edct_task.annotation.interventions import draw, judgeable_interventions
 from edct_task.annotation.labels import LabelChoice, LabelLog
 from edct_task.annotation.server import serving
 from edct_task.audit.report import write_audit
+from edct_task.cli.main import main as edct
 from edct_task.run.outputs import load_run
 
 WIDTH = 1280
@@ -84,8 +88,25 @@ def main() -> int:
                 "['img-before', 'img-after'].every(i => document.getElementById(i).complete)"
             )
             _save_small(page.screenshot(full_page=True), args.out / "annotate.png", 1100)
+            board = _leaderboard(Path(tmp) / "board")
+            page.set_viewport_size({"width": 1600, "height": 700})  # every column of the table
+            page.goto(board.as_uri())
+            _save_small(page.screenshot(full_page=True), args.out / "leaderboard.png", 700)
             browser.close()
     return 0
+
+
+def _leaderboard(root: Path) -> Path:
+    """Three verified bundles of one setup track (constructed records, no model run)."""
+    models = {"Qwen/Qwen3-VL-8B-Instruct": 0.62, "OpenGVLab/InternVL3-8B": 0.55, "org/small-vl-2b": 0.31}
+    bundles = []
+    for i, (model, level) in enumerate(models.items()):
+        run = root / f"run{i}"
+        write_edct_run(run, records(level, n=40), target={"backend": "openai-chat", "model": model})
+        bundles.append(str(root / f"m{i}.edct.zip"))
+        assert edct(["submit", str(run), "--output", bundles[-1]]) == 0
+    assert edct(["leaderboard", *bundles, "--output", str(root / "out")]) == 0
+    return root / "out" / "leaderboard.html"
 
 
 if __name__ == "__main__":

@@ -311,7 +311,13 @@ def _build_one(role: str, spec: RoleSpec) -> Any:
     try:
         return factory(spec.options)
     except (OptionsError, ValueError, TypeError) as exc:  # a bad option value is a user error
-        raise ConfigError(f"roles.{role} (backend {spec.backend!r}): {exc}") from None
+        # one line: libraries' messages (a model not cached while offline) span several
+        raise ConfigError(f"roles.{role} (backend {spec.backend!r}): {' '.join(str(exc).split())}") from None
+    except OSError as exc:  # weights not found, not cached while offline, gated: a user error too
+        reason = " ".join(str(exc).split())[:400]
+        raise ConfigError(
+            f"roles.{role} (backend {spec.backend!r}): cannot load its model ({type(exc).__name__}: {reason})"
+        ) from None
 
 
 def available_backends() -> dict[str, list[str]]:

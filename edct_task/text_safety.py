@@ -10,6 +10,7 @@ neighbours. Ordinary right-to-left text (Arabic, Hebrew) is kept as is.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -49,4 +50,18 @@ def reveal_all(value: Any) -> Any:
         return {reveal(k) if isinstance(k, str) else k: reveal_all(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [reveal_all(v) for v in value]
+    return value
+
+
+CSV_DECIMALS = 12
+
+
+def csv_number(value: Any) -> Any:
+    """A CSV cell: floats rounded to ``CSV_DECIMALS`` places, which drops binary floating-point noise
+    (``0.9999999999999998`` → ``1.0``) and keeps every digit a statistic has; ``None`` as an empty
+    cell, everything else as it is."""
+    if value is None:
+        return ""
+    if isinstance(value, float) and not math.isnan(value):
+        return round(value, CSV_DECIMALS) + 0.0  # + 0.0: no "-0.0"
     return value

@@ -209,12 +209,20 @@ def from_options(options: Mapping[str, Any]) -> DiffusersEditor:
 
     # diffusers renamed torch_dtype to dtype (the old name warns until 1.0)
     dtype_kw = "dtype" if hasattr(deprecation_utils, "_TORCH_DTYPE_DEPRECATION_MESSAGE") else "torch_dtype"
-    pipe = cls.from_pretrained(
-        model,
-        revision=options.get("revision"),
-        **{dtype_kw: dtype},
-        local_files_only=bool(options.get("local_files_only", False)),
-    )
+    try:
+        pipe = cls.from_pretrained(
+            model,
+            revision=options.get("revision"),
+            **{dtype_kw: dtype},
+            local_files_only=bool(options.get("local_files_only", False)),
+        )
+    except OSError as exc:  # not cached while offline, gated, not found: what to do, in one line
+        reason = " ".join(str(exc).split())[:300]
+        raise OptionsError(
+            f"diffusers: cannot load {model} ({type(exc).__name__}: {reason}); give a local folder, or a Hub "
+            "id you can download (gated models: accept the licence on the Hub and set HF_TOKEN; offline: "
+            "download it first)"
+        ) from None
     offload = options.get("cpu_offload", "none")
     device = _device(str(options.get("device", "auto")))
     if offload == "model":

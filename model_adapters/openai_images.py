@@ -8,8 +8,11 @@ so). A ``moderation_blocked`` / content-policy rejection raises ``EditRefused`` 
 Options::
 
     model: gpt-image-1
-    api_key_env: OPENAI_API_KEY   # default OPENAI_API_KEY
-    base_url: https://api.openai.com/v1
+    api_key_env: OPENAI_API_KEY   # default OPENAI_API_KEY; null for a local server without a key
+    base_url: https://api.openai.com/v1   # or base_urls: [http://node1:8091/v1, http://node2:8091/v1]
+    dead_after: 3                 # with base_urls: consecutive endpoint failures before leaving the rotation
+    cooldown_s: 30                # then a health check (GET <base>/<health_path>) brings it back
+    health_path: models
     size: auto                    # or 1024x1024, 1536x1024, 1024x1536
     quality: high                 # low / medium / high / auto
     input_fidelity: high          # gpt-image-1: keep the input's details
@@ -30,12 +33,23 @@ from typing import Any
 
 from PIL import Image
 
+from model_adapters.endpoints import EndpointPool
 from model_adapters.errors import EditRefused, OptionsError, PermanentBackendError
 from model_adapters.images import decode_image, png_bytes
 from model_adapters.remote_editor import EDITOR_HTTP_OPTIONS, EditorUsage, HttpCaller, finish
 from model_adapters.transport import MalformedReply, check_base_url, check_options, secret_from_env
 
-OPTIONS = EDITOR_HTTP_OPTIONS | {"model", "size", "quality", "input_fidelity", "extra"}
+OPTIONS = EDITOR_HTTP_OPTIONS | {
+    "model",
+    "size",
+    "quality",
+    "input_fidelity",
+    "extra",
+    "base_urls",
+    "dead_after",
+    "cooldown_s",
+    "health_path",
+}
 _REFUSAL_MARKERS = ("moderation", "safety", "content_policy", "content policy")
 
 
@@ -64,7 +78,9 @@ class OpenAIImageEditor:
         }
 
     def usage(self) -> dict[str, Any]:
-        return {"backend": self.backend, "model": self.model, **self.stats.as_dict()}
+        out = {"backend": self.backend, "model": self.model, **self.stats.as_dict()}
+        endpoints = self.caller.endpoint_stats()
+        return out if endpoints is None else {**out, "endpoints": endpoints}
 
     def edit(self, image: Image.Image, instruction: str, *, seed: int) -> Image.Image:
         data = {"model": self.model, "prompt": instruction, "n": "1", **self.form}
@@ -110,7 +126,10 @@ class OpenAIImageEditor:
 
 
 def from_options(
-    options: Mapping[str, Any], *, sleep: Callable[[float], None] = time.sleep
+    options: Mapping[str, Any],
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
 ) -> OpenAIImageEditor:
     check_options(options, OPTIONS, "openai-images")
     model = options.get("model", "gpt-image-1")
@@ -122,11 +141,39 @@ def from_options(
         raise OptionsError("openai-images: extra must be a mapping and may not set model, prompt, image or n")
     form = {k: str(options[k]) for k in ("size", "quality", "input_fidelity") if options.get(k) is not None}
     form.update({str(k): str(v) for k, v in extra.items()})
+    urls = _base_urls(options)
     caller = HttpCaller.from_options(options, key, timeout_s=300, sleep=sleep)
-    return OpenAIImageEditor(
-        model,
-        key,
-        base_url=check_base_url(options.get("base_url", "https://api.openai.com/v1"), "openai-images"),
-        form=form,
-        caller=caller,
-    )
+    if len(urls) > 1:
+        caller.pool = EndpointPool(
+            urls,
+            dead_after=int(options.get("dead_after", 3)),
+            cooldown_s=float(options.get("cooldown_s", 30.0)),
+            health=caller.healthy,
+            clock=clock,
+        )
+        caller.health_path = str(options.get("health_path", "models")).strip("/")
+        caller.health_headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return OpenAIImageEditor(model, key, base_url=urls[0], form=form, caller=caller)
+
+
+def _base_urls(options: Mapping[str, Any]) -> list[str]:
+    """``base_url`` (default OpenAI's) or ``base_urls`` (several servers, one pool), checked."""
+    if "base_url" in options and "base_urls" in options:
+        raise OptionsError("openai-images: give one of base_url or base_urls")
+    if "base_urls" not in options:
+        for name in ("dead_after", "cooldown_s", "health_path"):
+            if name in options:
+                raise OptionsError(f"openai-images: {name} applies to base_urls (several servers)")
+        return [check_base_url(options.get("base_url", "https://api.openai.com/v1"), "openai-images")]
+    urls = options["base_urls"]
+    if not isinstance(urls, list) or not urls:
+        raise OptionsError("openai-images: base_urls must be a non-empty list of URLs")
+    checked = [check_base_url(u, "openai-images") for u in urls]
+    if len(set(checked)) != len(checked):
+        raise OptionsError("openai-images: base_urls lists a server twice")
+    try:
+        if int(options.get("dead_after", 3)) < 1 or float(options.get("cooldown_s", 30.0)) < 0:
+            raise ValueError
+    except (TypeError, ValueError):
+        raise OptionsError("openai-images: dead_after must be >= 1 and cooldown_s >= 0") from None
+    return checked

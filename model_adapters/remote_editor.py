@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 from PIL import Image
 
+from model_adapters.endpoints import Endpoint, EndpointPool
 from model_adapters.errors import BackendError, EditRefused, OptionsError
 from model_adapters.images import match_size
 from model_adapters.retry import RetryPolicy
@@ -36,6 +37,12 @@ EDITOR_HTTP_OPTIONS = frozenset(
 
 
 class HttpCaller:
+    """One retried, mapped, bounded HTTP call. With ``pool`` (several base URLs, ``EndpointPool``)
+    every attempt whose URL lies under the first base URL goes to the endpoint the pool picks —
+    the same rotation, dead-endpoint removal, cool-down and health check as ``openai-chat``
+    (``GET <base>/<health_path>``, with ``health_headers``); other URLs (a result download from a
+    CDN) go where they point."""
+
     def __init__(
         self,
         *,
@@ -45,9 +52,17 @@ class HttpCaller:
         secrets: tuple[str | None, ...] = (),
         key_env: str | None = None,
         transport: httpx.BaseTransport | None = None,
+        pool: EndpointPool | None = None,
+        health_path: str = "models",
+        health_headers: Mapping[str, str] | None = None,
     ) -> None:
         if concurrency < 1:
             raise OptionsError("concurrency must be >= 1")
+        self.pool = pool
+        self.health_path = health_path.strip("/")
+        self.health_headers = dict(health_headers or {})
+        if pool is not None:
+            pool.health = self.healthy
         self.retry = retry or RetryPolicy()
         self.scrub = Scrubber(secrets)
         self.key_env = key_env
@@ -95,13 +110,40 @@ class HttpCaller:
 
     def _once(self, method: str, url: str, what: str, **kwargs: Any) -> httpx.Response:
         with self._slots:
+            endpoint = None
+            primary = self.pool.endpoints[0].url if self.pool is not None else None
+            if self.pool is not None and primary is not None and url.startswith(primary):
+                endpoint = self.pool.acquire()  # TransientBackendError when every endpoint is out
+                url = endpoint.url + url[len(primary) :]
+            failure: str | None = None
             try:
-                response = self.client.request(method, url, **kwargs)
-            except httpx.HTTPError as exc:
-                raise map_transport_error(exc, what, self.scrub) from None
-        if response.status_code >= 400:
-            raise map_status(response, what, self.scrub, key_env=self.key_env)
-        return response
+                try:
+                    response = self.client.request(method, url, **kwargs)
+                except httpx.HTTPError as exc:
+                    error = map_transport_error(exc, what, self.scrub)
+                    failure = error.kind
+                    raise error from None
+                if response.status_code >= 400:
+                    error = map_status(response, what, self.scrub, key_env=self.key_env)
+                    failure = error.kind
+                    raise error
+                return response
+            finally:
+                if endpoint is not None:
+                    self.pool.release(endpoint, failure)  # type: ignore[union-attr]
+
+    def healthy(self, endpoint: Endpoint) -> bool:
+        """``GET <base>/<health_path>`` (with the key) answers below 400 within 10 s."""
+        url = f"{endpoint.url}/{self.health_path}" if self.health_path else endpoint.url
+        try:
+            response = self.client.get(url, headers=self.health_headers, timeout=10.0)
+        except httpx.HTTPError:
+            return False
+        return response.status_code < 400
+
+    def endpoint_stats(self) -> list[dict[str, Any]] | None:
+        """Per-endpoint requests, errors, liveness and removals (None without a pool)."""
+        return None if self.pool is None else self.pool.stats()
 
     def close(self) -> None:
         self.client.close()

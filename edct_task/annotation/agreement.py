@@ -34,6 +34,7 @@ from edct_task.core.errors import UserError
 from edct_task.engine.files import json_text
 from edct_task.scoring.panel import cohen_kappa
 from edct_task.scoring.statistics import wilson_interval
+from edct_task.text_safety import csv_number
 
 __all__ = [
     "EDCT",
@@ -332,10 +333,10 @@ def to_csv(report: AgreementReport) -> str:
                 ";".join(r.raters),
                 r.agree,
                 r.n,
-                "" if r.rate is None else repr(r.rate),
-                "" if r.ci_low is None else repr(r.ci_low),
-                "" if r.ci_high is None else repr(r.ci_high),
-                "" if r.kappa is None else repr(r.kappa),
+                csv_number(r.rate),
+                csv_number(r.ci_low),
+                csv_number(r.ci_high),
+                csv_number(r.kappa),
             ]
         )
     return buf.getvalue()

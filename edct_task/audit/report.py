@@ -279,7 +279,36 @@ def _metrics(results: dict[str, Any]) -> dict[str, Any]:
 
 def _run_summary(run: RunLike, source: str) -> dict[str, Any]:
     results = run.results if isinstance(run.results, dict) else {}
-    return {"source": source, "kind": getattr(run, "kind", None), "metrics": _plain(_metrics(results))}
+    metrics = _metrics(results)
+    if not metrics and run.records:  # lmms-eval output: the overall CCS from the logged samples
+        from edct_task.scoring.metrics import summarise
+
+        metrics = _metrics({"results": summarise(list(run.records))})
+    return {
+        "source": source,
+        "kind": getattr(run, "kind", None),
+        "model": model_name(results),
+        "metrics": _plain(metrics),
+    }
+
+
+def model_name(results: dict[str, Any]) -> str | None:
+    """The target model of a run: lmms-eval's ``pretrained=``-like argument (else ``--model``), or
+    an ``edct run``'s target role (``openai-chat Qwen/Qwen3-VL-8B-Instruct``)."""
+    from edct_task.run.lmms_results import model_name_from_args
+
+    config = results.get("config") if isinstance(results.get("config"), dict) else {}
+    if isinstance(config.get("model"), str):  # lmms-eval's results file
+        args = config.get("model_args")
+        if isinstance(args, dict):
+            args = ",".join(f"{k}={v}" for k, v in args.items())
+        return model_name_from_args(args or "") or config["model"]
+    roles = config.get("roles") if isinstance(config.get("roles"), dict) else {}
+    target = roles.get("target") if isinstance(roles.get("target"), dict) else None
+    if not target:
+        return None
+    detail = target.get("model") or target.get("behavior") or target.get("pretrained")
+    return f"{target.get('backend', '?')}" + (f" {detail}" if detail else "")
 
 
 def _plain(value: Any) -> Any:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from edct_task import __version__
-from edct_task.bench_data import drivelm, okvqa, threedsr
+from edct_task.bench_data import drivelm, hub, okvqa, threedsr
 from edct_task.bench_data.format import (
     DEFAULT_COUNTS,
     DOMAINS,
@@ -39,6 +39,7 @@ from edct_task.bench_data.format import (
     read_image,
     row,
 )
+from edct_task.bench_data.hub import HubSource
 from edct_task.bench_data.output import write_folder
 from edct_task.bench_data.sources import SourceScan
 from edct_task.engine.files import atomic_write, json_text
@@ -56,6 +57,11 @@ class BuildRequest:
     nuscenes_root: Path | None = None
     threedsr_table: Path | None = None
     threedsr_images: Path | None = None
+    okvqa_hub: HubSource | None = None
+    drivelm_hub: HubSource | None = None
+    threedsr_hub: HubSource | None = None
+    threedsr_config: str = hub.THREEDSR_CONFIG
+    """The 3DSRBench Hub table's config (``3dsr``; ``3dsr_circular`` holds the circular variants)."""
     seed: int = 0
     ids_file: Path | None = None
     counts: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_COUNTS))
@@ -112,11 +118,24 @@ def _scans(req: BuildRequest, wanted: set[str]) -> dict[str, SourceScan]:
         "drivelm": (req.drivelm_json, req.nuscenes_root),
         "3dsr": (req.threedsr_table, req.threedsr_images),
     }
+    hubs = {"okvqa": req.okvqa_hub, "drivelm": req.drivelm_hub, "3dsr": req.threedsr_hub}
+    flags = {"okvqa": "--okvqa-hub", "drivelm": "--drivelm-hub", "3dsr": "--3dsr-hub"}
     scans: dict[str, SourceScan] = {}
     for domain in DOMAINS:
-        if domain not in wanted or not any(v is not None for v in given[domain]):
+        local = any(v is not None for v in given[domain])
+        if hubs[domain] is not None and local:
+            raise BenchDataError(f"{flags[domain]} and local {domain} files both given: use one or the other")
+        if domain not in wanted or not (local or hubs[domain] is not None):
             continue
-        if domain == "okvqa":
+        source = hubs[domain]
+        if source is not None:
+            if domain == "okvqa":
+                scans[domain] = hub.scan_okvqa(source)
+            elif domain == "drivelm":
+                scans[domain] = hub.scan_drivelm(source)
+            else:
+                scans[domain] = hub.scan_threedsr(source, req.threedsr_config)
+        elif domain == "okvqa":
             scans[domain] = okvqa.scan(req.okvqa_questions, req.okvqa_annotations, req.coco_images)
         elif domain == "drivelm":
             scans[domain] = drivelm.scan(req.drivelm_json, req.nuscenes_root)
@@ -134,8 +153,8 @@ def build_bench(req: BuildRequest) -> BuildResult:
     scans = _scans(req, wanted)
     if not scans:
         raise BenchDataError(
-            "no source to build from: give the OK-VQA, DriveLM and/or 3DSRBench files "
-            "(see `edct build-bench --help`)"
+            "no source to build from: give the OK-VQA, DriveLM and/or 3DSRBench files, or their Hub "
+            "datasets (--okvqa-hub, --drivelm-hub, --3dsr-hub; see `edct build-bench --help`)"
         )
     if ids is not None:
         lacking = sorted({_domain_of(i) for i in ids} - set(scans))  # type: ignore[type-var]
@@ -247,6 +266,7 @@ def _domain_manifest(
 ) -> dict[str, Any]:
     return {
         "source": scan.source,
+        **({"hub": scan.provenance} if scan.provenance is not None else {}),
         "files": {
             role: {"path": str(p), "sha256": file_sha256(p), "bytes": p.stat().st_size}
             for role, p in scan.files.items()

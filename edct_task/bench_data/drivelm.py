@@ -12,6 +12,8 @@ dropped; every question is asked under the ego-vehicle system prompt.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -80,10 +82,25 @@ def scan(qa_file: Path | None, nuscenes_root: Path | None) -> SourceScan:
             f"{root}: wrong layout for --nuscenes-root, expected <root>/samples/{FRONT}/ "
             "(the nuScenes folder)"
         )
+    out = SourceScan("drivelm", SOURCE, {"qa": path}, {"nuscenes_root": root}, rules())
+    return scan_document(out, path, lambda front: FrontImage(path=resolve_image(root, front)))
+
+
+@dataclass(frozen=True)
+class FrontImage:
+    """Where a key frame's front-camera image is: a file, or a reader (a member of a zip archive)."""
+
+    path: Path | None = None
+    reader: Callable[[], bytes] | None = None
+    label: str = ""
+
+
+def scan_document(out: SourceScan, path: Path, locate: Callable[[str], FrontImage]) -> SourceScan:
+    """Apply the DriveLM rules to the QA JSON ``path`` and add the candidates to ``out``;
+    ``locate(image_paths["CAM_FRONT"])`` finds a kept pair's image."""
     doc = load_json(path, LAYOUT)
     if not isinstance(doc, dict):
         raise BenchDataError(f"{path}: wrong layout, expected {LAYOUT}")
-    out = SourceScan("drivelm", SOURCE, {"qa": path}, {"nuscenes_root": root}, rules())
     for scene_token, scene in doc.items():
         frames = scene.get("key_frames") if isinstance(scene, dict) else None
         if not isinstance(frames, dict):
@@ -107,6 +124,7 @@ def scan(qa_file: Path | None, nuscenes_root: Path | None) -> SourceScan:
                     if rule:
                         out.remove(item_id, rule)
                         continue
+                    image = locate(str(front))
                     out.candidates.append(
                         Candidate(
                             id=item_id,
@@ -114,7 +132,9 @@ def scan(qa_file: Path | None, nuscenes_root: Path | None) -> SourceScan:
                             question=question,
                             source=SOURCE,
                             source_id=f"{scene_token}/{frame_token}/{category}/{i}",
-                            image_path=resolve_image(root, str(front)),
+                            image_path=image.path,
+                            image_reader=image.reader,
+                            image_label=image.label,
                             system_prompt=SYSTEM_PROMPT,
                             metadata={
                                 "scene_token": scene_token,

@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,6 +86,8 @@ class Candidate:
     image_path: Path | None
     """The image file; None when the source carries the image inline (``image_data``)."""
     image_data: bytes | None = None
+    image_reader: Callable[[], bytes] | None = field(default=None, compare=False, repr=False)
+    """Reads the image bytes on demand (a row of a Hub table, a member of a zip archive)."""
     image_label: str = ""
     """How error messages name an inline image (file and row)."""
     system_prompt: str = ""
@@ -119,6 +121,13 @@ def read_image(candidate: Candidate) -> bytes:
         except OSError as exc:
             raise BenchDataError(
                 f"{candidate.image_path}: cannot read image (item {candidate.id}): {exc}"
+            ) from None
+    elif candidate.image_reader is not None:
+        try:
+            data = candidate.image_reader()
+        except (OSError, KeyError, ValueError) as exc:
+            raise BenchDataError(
+                f"{candidate.image_name}: cannot read image (item {candidate.id}): {exc}"
             ) from None
     else:
         data = candidate.image_data or b""

@@ -37,6 +37,8 @@ class SourceScan:
     candidates: list[Candidate] = field(default_factory=list)
     removed_by: dict[str, str] = field(default_factory=dict)
     """Benchmark id → name of the rule that removed it (explains an unusable ``--ids`` entry)."""
+    provenance: dict[str, Any] | None = None
+    """Read through ``--<source>-hub``: the Hub id (or folder), revision, commit, config and split."""
 
     def rule(self, name: str) -> RuleTally:
         for r in self.rules:

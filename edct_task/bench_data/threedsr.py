@@ -14,8 +14,11 @@ from __future__ import annotations
 import base64
 import binascii
 import csv
+import hashlib
 import string
 import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from edct_task.bench_data.format import BenchDataError, Candidate, check_unique
@@ -75,9 +78,52 @@ def scan(table: Path | None, images: Path | None) -> SourceScan:
     out = SourceScan(
         "3dsr", SOURCE, {"table": path}, {"images": folder} if folder else {}, rules(), items_read=len(rows)
     )
-    seen: set[tuple[str, str, tuple[str, ...]]] = set()
     by_name: dict[str, Path] | None = None
-    for line, r in enumerate(rows, start=2):
+
+    def image_of(line: int, r: dict[str, str]) -> RowImage:
+        nonlocal by_name
+        if inline:
+            try:
+                data = base64.b64decode(str(r["image"]), validate=False)
+            except (binascii.Error, ValueError) as exc:
+                raise BenchDataError(
+                    f"{path}: line {line} (index {r['index']}): image is not base64 ({exc})"
+                ) from None
+            return RowImage(key=hashlib.sha256(data).hexdigest(), data=data)
+        if r.get("image_path"):
+            return RowImage(key=str(r["image_path"]), path=folder / str(r["image_path"]))  # type: ignore[operator]
+        name = PurePosixPath(str(r["image_url"]).split("?")[0]).name
+        image_path = folder / name  # type: ignore[operator]
+        if not image_path.is_file():
+            if by_name is None:
+                by_name = {p.name: p for p in folder.rglob("*") if p.is_file()}  # type: ignore[union-attr]
+            image_path = by_name.get(name, image_path)
+        return RowImage(key=str(r["image_url"]), path=image_path)
+
+    return scan_rows(out, rows, image_of, str(path))
+
+
+@dataclass(frozen=True)
+class RowImage:
+    """Where a table row's image is: a file, inline bytes, or a reader; ``key`` tells images apart."""
+
+    key: str
+    path: Path | None = None
+    data: bytes | None = None
+    reader: Callable[[], bytes] | None = None
+
+
+def scan_rows(
+    out: SourceScan,
+    rows: Iterable[dict[str, str]],
+    image_of: Callable[[int, dict[str, str]], RowImage],
+    label: str,
+    first_line: int = 2,
+) -> SourceScan:
+    """Apply the 3DSRBench rules to table rows (``index, question, A…D, answer, category``, values as
+    text) and add the candidates to ``out``; ``image_of(line, row)`` locates a kept row's image."""
+    seen: set[tuple[str, str, tuple[str, ...]]] = set()
+    for line, r in enumerate(rows, start=first_line):
         item_id = f"3dsr-{r['index']}"
         category = str(r["category"]).strip()
         if category not in ORIENTATION_FAMILY:
@@ -86,30 +132,13 @@ def scan(table: Path | None, images: Path | None) -> SourceScan:
         options = {
             k: str(r[k]).strip() for k in string.ascii_uppercase[:4] if str(r.get(k) or "").lower() not in NAN
         }
-        image_key = str(r.get("image_path") or r.get("image_url") or r.get("image", "")[:64])
-        key = (str(r["question"]).strip(), image_key, tuple(sorted(options.values())))
+        image = image_of(line, r)
+        key = (str(r["question"]).strip(), image.key, tuple(sorted(options.values())))
         if key in seen:
             out.remove(item_id, "3dsr.one_variant")
             continue
         seen.add(key)
         answer = str(r["answer"]).strip()
-        image_path, data = None, None
-        if inline:
-            try:
-                data = base64.b64decode(str(r["image"]), validate=False)
-            except (binascii.Error, ValueError) as exc:
-                raise BenchDataError(
-                    f"{path}: line {line} (index {r['index']}): image is not base64 ({exc})"
-                ) from None
-        elif r.get("image_path"):
-            image_path = folder / str(r["image_path"])  # type: ignore[operator]
-        else:
-            name = PurePosixPath(str(r["image_url"]).split("?")[0]).name
-            image_path = folder / name  # type: ignore[operator]
-            if not image_path.is_file():
-                if by_name is None:
-                    by_name = {p.name: p for p in folder.rglob("*") if p.is_file()}  # type: ignore[union-attr]
-                image_path = by_name.get(name, image_path)
         out.candidates.append(
             Candidate(
                 id=item_id,
@@ -117,16 +146,17 @@ def scan(table: Path | None, images: Path | None) -> SourceScan:
                 question=render_question(str(r["question"]).strip(), options),
                 source=SOURCE,
                 source_id=str(r["index"]),
-                image_path=image_path,
-                image_data=data,
-                image_label=f"{path}:{line} (image of index {r['index']})",
+                image_path=image.path,
+                image_data=image.data,
+                image_reader=image.reader,
+                image_label=f"{label}:{line} (image of index {r['index']})",
                 metadata={
                     "index": str(r["index"]),
                     "category": category,
                     "options": options,
                     "answer": answer,
                     "answer_text": options.get(answer, ""),
-                    **{k: str(r[k]) for k in ("image_source", "image_url") if r.get(k)},
+                    **{k: str(r[k]) for k in ("image_source", "image_url", "qid") if r.get(k)},
                 },
             )
         )

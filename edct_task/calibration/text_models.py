@@ -82,16 +82,24 @@ def edit_instructions(question: str, explanation: str, concepts: list[str]) -> l
         current = world.Cue(cue.obj, cue.attr, state.get(cue.key, cue.value))
         new = _choose(family, state, current)
         state[cue.key] = new
+        change = write_change(current, new)
         out.append(
             {
                 "concept": text,
                 "keep": f"everything but the {cue.obj}: background, other objects, framing and lighting",
-                "change": write_change(current, new),
+                "change": change,
                 "how": "flat drawn style matching the scene, same lighting and perspective",
-                "constraints": "no new objects, no text, no change to the background",
+                "constraints": edit_constraints(change, cue.obj),
             }
         )
     return out
+
+
+def edit_constraints(change: str, obj: str) -> str:
+    """The Constraints line: an edit that adds the object may add that one object and nothing else."""
+    if change.lower().startswith("add "):
+        return f"no new objects other than the {obj}, no text, no change to the background"
+    return "no new objects, no text, no change to the background"
 
 
 def parse_edit(instruction: str) -> dict[str, str]:

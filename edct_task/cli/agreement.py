@@ -16,7 +16,7 @@ def add_parser(sub: Any) -> None:
         "agreement",
         help="human–human, human–EDCT and gate–human agreement from annotators' label files (Table 4)",
         description="Agreement on CCS_binary and on edit validity between annotators (edct annotate label "
-        "files) and EDCT's own verdicts: agree/n, rate, 95%% Wilson interval and Cohen's kappa per pair, the "
+        "files) and EDCT's own verdicts: agree/n, rate, 95% Wilson interval and Cohen's kappa per pair, the "
         "human consensus vs EDCT, 'all identical', and how many labels were missing, invalid or not "
         "assessable.",
     )
@@ -35,7 +35,7 @@ def add_parser(sub: Any) -> None:
     )
     optional_path(
         p,
-        "--out",
+        "--output",
         "DIR",
         "folder for agreement.md, .csv and .json (default RUN/agreement; the Markdown is also printed)",
     )

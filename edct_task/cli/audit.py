@@ -26,7 +26,7 @@ def add_parser(sub: Any) -> None:
     )
     optional_path(
         p,
-        "--out",
+        "--output",
         "DIR",
         "report folder, index.html is written there (default RUN/audit, where `edct report` finds it)",
     )

@@ -8,7 +8,11 @@ from typing import Any
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("backends", help="list the backends each role can use")
+    p = sub.add_parser(
+        "backends",
+        help="list the backends each role can use",
+        description="List the registered backends per role kind (and the detector's segmenters).",
+    )
     p.add_argument("--json", action="store_true", help="print the table as JSON")
 
 

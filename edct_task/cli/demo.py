@@ -24,6 +24,9 @@ def add_parser(sub: Any) -> None:
     demo = sub.add_parser(
         "demo",
         help="the calibration reference models (faithful, prior, stale, mixed:0.5) side by side, offline",
+        description="Run the calibration benchmark (a generated world whose true faithfulness is known) "
+        "once per reference model, print Table 1 for them side by side and write the report folder. "
+        "Offline, no model weights.",
     )
     demo.add_argument(
         "--behavior",
@@ -33,7 +36,14 @@ def add_parser(sub: Any) -> None:
         help="reference target: faithful, prior, stale or mixed:P (repeatable; default the four above)",
     )
     demo.add_argument("-n", "--samples", type=int, default=300, help="number of calibration samples (300)")
-    demo.add_argument("--output", type=Path, default=Path("runs/demo"), help="output folder (runs/demo)")
+    demo.add_argument(
+        "--output",
+        "--out",
+        dest="output",
+        type=Path,
+        default=Path("runs/demo"),
+        help="output folder (runs/demo)",
+    )
     add_progress_and_overrides(demo, of=" of every run")
 
 

@@ -11,11 +11,25 @@ from edct_task.core.errors import ConfigError
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("leaderboard", help="verify bundles by recomputation and rank them per setup track")
+    p = sub.add_parser(
+        "leaderboard",
+        help="verify bundles by recomputation and rank them per setup track",
+        description="Verify every bundle (hashes, digest, dataset manifest, setup, and every score "
+        "recomputed from its sample records), reject those that fail with the reason, and rank the rest "
+        "by CCS_binary within their setup track (Markdown, CSV, JSON, HTML).",
+    )
     p.add_argument(
         "bundles", nargs="*", type=Path, help="bundles written by `edct submit` (or folders of them)"
     )
-    p.add_argument("--out", type=Path, required=True, help="folder for leaderboard.md/.csv/.json/.html")
+    p.add_argument(
+        "--output",
+        "--out",
+        dest="out",
+        metavar="DIR",
+        type=Path,
+        required=True,
+        help="folder for leaderboard.md/.csv/.json/.html",
+    )
     p.add_argument(
         "--manifest",
         type=Path,

@@ -16,6 +16,7 @@
 ``edct audit RUN --out DIR``  a static HTML audit report of a run (opens from file://)
 ``edct annotate RUN --annotator NAME``   local web app for the human validation of interventions
 ``edct agreement LABELS.jsonl… --run RUN``   Table 4: human–human, human–EDCT and gate–human agreement
+``edct presets [--show NAME]``   the shipped run-config presets
 
 Each command module exposes ``add_parser(subparsers)`` and ``run(args) -> int``; ``COMMANDS``
 lists them. Every ``UserError`` (``edct_task.core.errors``) exits 2 with one line, here and only here.
@@ -47,6 +48,7 @@ COMMANDS = (
     "audit",
     "annotate",
     "agreement",
+    "presets",
 )
 """Modules of ``edct_task.cli``, each adding one or more sub-commands."""
 

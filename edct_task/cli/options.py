@@ -5,9 +5,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+OUTPUT_ALIASES = {"--output": ("--out", "out")}
+"""Every command spells its output folder ``--output``; ``--out`` is accepted as well (``args.out``)."""
+
 
 def optional_path(p: argparse.ArgumentParser, flag: str, metavar: str, help: str) -> None:
-    """``flag PATH`` with no default (the command derives one from the run folder)."""
+    """``flag PATH`` with no default (the command derives one from the run folder); ``--output``
+    also answers to ``--out``."""
+    if flag in OUTPUT_ALIASES:
+        alias, dest = OUTPUT_ALIASES[flag]
+        p.add_argument(flag, alias, dest=dest, type=Path, default=None, metavar=metavar, help=help)
+        return
     p.add_argument(flag, type=Path, default=None, metavar=metavar, help=help)
 
 

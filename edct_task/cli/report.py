@@ -14,6 +14,9 @@ def add_parser(sub: Any) -> None:
         "report",
         help="Tables 1/2/3/5, CCS beside other benchmarks and Fig. 5 from lmms-eval results, "
         "`edct run` folders and bundles",
+        description="Read finished runs (lmms-eval output folders, `edct run` folders, leaderboard bundles) "
+        "and write the paper's tables (Markdown, CSV, LaTeX), CCS beside every other benchmark found for "
+        "the same models with rank correlations, Fig. 5 and report.json. Never re-runs a model.",
     )
     p.add_argument(
         "paths",
@@ -23,7 +26,13 @@ def add_parser(sub: Any) -> None:
         "output folders, or leaderboard bundles (.edct.zip)",
     )
     p.add_argument(
-        "--out", type=Path, required=True, help="folder for report.md, tables, figures, report.json"
+        "--output",
+        "--out",
+        dest="out",
+        metavar="DIR",
+        type=Path,
+        required=True,
+        help="folder for report.md, tables, figures, report.json",
     )
     p.add_argument(
         "--label",

@@ -21,9 +21,17 @@ def _fraction(text: str) -> float:
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--output", type=Path, help="output folder (overrides output_dir)")
+    p.add_argument(
+        "--output",
+        "--out",
+        dest="output",
+        metavar="DIR",
+        type=Path,
+        help="output folder (overrides output_dir)",
+    )
     p.add_argument(
         "--fail-on-unscored",
+        "--fail_on_unscored",
         type=_fraction,
         default=None,
         metavar="FRACTION",
@@ -36,12 +44,17 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
 def _add_lmms_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group(
         "lmms-eval fast path",
-        "run an lmms-eval model on the EDCT lmms-eval tasks with the batched driver; "
-        "results are written in lmms-eval's format (same flags as lmms-eval)",
+        "run an lmms-eval model on the EDCT lmms-eval tasks with the batched driver; results are written "
+        "in lmms-eval's format. lmms-eval's own flags are accepted as lmms-eval spells them (and with "
+        "dashes: --model-args, --gen-kwargs, ...)",
     )
     g.add_argument("--model", help="lmms-eval model name (qwen3_vl, vllm, openai, edct_reference, ...)")
     g.add_argument(
-        "--model_args", default="", help="lmms-eval model_args, e.g. pretrained=Qwen/Qwen3-VL-8B-Instruct"
+        "--model_args",
+        "--model-args",
+        dest="model_args",
+        default="",
+        help="lmms-eval model_args, e.g. pretrained=Qwen/Qwen3-VL-8B-Instruct",
     )
     g.add_argument(
         "--tasks",
@@ -49,21 +62,49 @@ def _add_lmms_options(p: argparse.ArgumentParser) -> None:
         help="EDCT task(s): edct_bench, edct_bench_okvqa, "
         "edct_bench_drivelm, edct_bench_3dsr, edct_calibration (default edct_bench)",
     )
-    g.add_argument("--batch_size", default=None, help="passed to the lmms-eval model")
+    g.add_argument(
+        "--gen_kwargs",
+        "--gen-kwargs",
+        dest="gen_kwargs",
+        default="",
+        help="generation arguments for the target model, as lmms-eval takes them "
+        "(e.g. max_new_tokens=256); they override the protocol's for the target's requests only",
+    )
+    g.add_argument(
+        "--batch_size", "--batch-size", dest="batch_size", default=None, help="passed to the model"
+    )
     g.add_argument("--device", default=None, help="passed to the lmms-eval model")
     g.add_argument("--limit", type=int, default=None, help="first N documents of each task")
     g.add_argument(
-        "--output_path", type=Path, default=None, help="lmms-eval results folder (default <output>/lmms)"
+        "--output_path",
+        "--output-path",
+        dest="output_path",
+        type=Path,
+        default=None,
+        help="lmms-eval results folder (default <output>/lmms)",
     )
-    g.add_argument("--log_samples", action="store_true", help="also write lmms-eval's per-sample JSONL")
+    g.add_argument(
+        "--log_samples",
+        "--log-samples",
+        dest="log_samples",
+        action="store_true",
+        help="also write lmms-eval's per-sample JSONL",
+    )
 
 
 def add_parser(sub: Any) -> None:
-    run = sub.add_parser("run", help="run EDCT from a YAML config")
+    run = sub.add_parser(
+        "run",
+        help="run EDCT from a YAML config or preset, or on an lmms-eval model (--model)",
+        description="Run EDCT: with --config, the roles, protocol and data of a YAML file or a shipped "
+        "preset (edct presets); with --model, lmms-eval's model on the EDCT lmms-eval tasks through the "
+        "batched fast path, written in lmms-eval's results format. Writes results.json, samples.jsonl and "
+        "images/ to the output folder; rerunning the same command resumes from the stage cache.",
+    )
     run.add_argument(
         "--config",
         type=Path,
-        help="YAML file: roles, protocol, verification, data "
+        help="YAML file or a shipped preset's name (edct presets): roles, protocol, verification, data "
         "(required unless --model is given; with --model it supplies the non-target roles)",
     )
     _add_run_options(run)
@@ -75,9 +116,10 @@ def _config(args: argparse.Namespace) -> Any:
     then ``--output`` and ``--no-progress``; one sequence for both paths."""
     from edct_task import config as cfg
     from edct_task.lmms.settings import hook_config
+    from edct_task.presets import load_preset
 
-    if args.config is not None:
-        config = cfg.load_config(args.config, args.overrides)
+    if args.config is not None:  # a file, or a shipped preset's name
+        config = load_preset(args.config, args.overrides)
     else:
         config = cfg.config_from_dict(hook_config().model_dump(mode="json"), args.overrides)
     update: dict[str, Any] = {"output_dir": args.output} if args.output else {}
@@ -89,6 +131,10 @@ def _config(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     if args.model:
         return _run_lmms(args)
+    if args.output_path is not None:  # without --model, lmms-eval's spelling names the output folder
+        if args.output is not None and args.output != args.output_path:
+            raise ConfigError("--output and --output_path name two folders; without --model give one")
+        args.output = args.output_path
     if args.config is None:
         raise ConfigError("edct run needs --config FILE, or --model NAME (lmms-eval fast path)")
     config = _config(args)
@@ -155,14 +201,29 @@ def finish(records: list[Any], fail_on_unscored: float | None) -> int:
 
 
 def failure_summary(records: list[Any]) -> str:
-    """One line: samples not scored, by status and failure kind (``edct: not scored: …``)."""
+    """One line: samples not scored, by status and failure kind (``edct: not scored: …``); for
+    failures (``error``, ``unscored``) the first such sample's reason follows as the cause, so a
+    dead server says "Connection refused" on the console, not only in samples.jsonl."""
     kinds: Counter[str] = Counter()
+    causes: dict[str, str] = {}
     for r in records:
         if r.status != "scored":
-            kinds[f"{r.status} ({_kind(r.reason)})"] += 1
+            key = f"{r.status} ({_kind(r.reason)})"
+            kinds[key] += 1
+            if r.status in ("error", "unscored") and r.reason:
+                causes.setdefault(key, r.reason)
     if not kinds:
         return ""
-    return "edct: not scored: " + ", ".join(f"{n} {k}" for k, n in kinds.most_common())
+    parts = []
+    for k, n in kinds.most_common():
+        cause = causes.get(k)
+        parts.append(f"{n} {k}" + (f" [first: {_clip(cause)}]" if cause else ""))
+    return "edct: not scored: " + ", ".join(parts)
+
+
+def _clip(text: str, limit: int = 240) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _kind(reason: str | None) -> str:
@@ -194,6 +255,7 @@ def _run_lmms(args: argparse.Namespace) -> int:
         limit=args.limit,
         batch_size=args.batch_size,
         device=args.device,
+        gen_kwargs=args.gen_kwargs,
     )
     from lmms_eval.utils import make_table
 

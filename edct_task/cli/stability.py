@@ -16,7 +16,12 @@ from edct_task.core.errors import ConfigError
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("stability", help="mean ± SD of each metric over repeated runs")
+    p = sub.add_parser(
+        "stability",
+        help="mean ± SD of each metric over repeated runs",
+        description="Mean and sample SD (ddof = 1) of every metric over repeated runs of one setup "
+        "(Table 5), from their output folders.",
+    )
     p.add_argument("runs", nargs="+", type=Path, help="output folders (or results.json files) of the runs")
     p.add_argument("--json", action="store_true", help="print the table as one JSON object instead")
 

@@ -10,11 +10,24 @@ from edct_task.core.errors import ConfigError
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("submit", help="pack one run (lmms-eval output or `edct run` folder) into a bundle")
+    p = sub.add_parser(
+        "submit",
+        help="pack one run (lmms-eval output or `edct run` folder) into a bundle",
+        description="Pack one run into a verifiable leaderboard bundle (*.edct.zip): its setup, claimed "
+        "scores, sample records, dataset manifest and content hashes (images with --with-images).",
+    )
     p.add_argument(
         "run", type=Path, help="an `edct run` output folder or an lmms-eval output folder of one run"
     )
-    p.add_argument("--out", type=Path, required=True, help="bundle file to write (name it *.edct.zip)")
+    p.add_argument(
+        "--output",
+        "--out",
+        dest="out",
+        metavar="FILE",
+        type=Path,
+        required=True,
+        help="bundle file to write (name it *.edct.zip)",
+    )
     p.add_argument("--with-images", action="store_true", help="also pack every image (original and edits)")
     p.add_argument(
         "--eval-results",
@@ -64,6 +77,10 @@ def run(args: argparse.Namespace) -> int:
     ccs = overall["metrics"]["ccs_binary"]
     print(
         f"wrote {args.out}: {meta['model']['name']}, {overall['counts']['total']} samples, "
-        f"CCS_binary {ccs['estimate']}, {len(meta['files'])} members, digest {meta['digest']}"
+        f"CCS_binary {_three(ccs['estimate'])}, {len(meta['files'])} members, digest {meta['digest']}"
     )
     return 0
+
+
+def _three(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"

@@ -28,7 +28,7 @@ def add_parser(subparsers: Any) -> None:
     """Add the ``verify`` sub-command to an ``argparse`` sub-parser set."""
     p = subparsers.add_parser(
         "verify",
-        help="check that an edit changed its target and little else (SPEC §4, Algorithm 1)",
+        help="check that an edit changed its target and little else (Algorithm 1)",
         description="Localised edit verification of one image pair. Exit code 0 pass, 1 fail, 2 usage error.",
     )
     p.add_argument("original", type=Path, help="image before the edit")
@@ -75,7 +75,12 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--tau-in", type=float, default=None, help="pass needs r_in > this (default 0.10)")
     p.add_argument("--tau-out", type=float, default=None, help="pass needs r_out < this (default 0.30)")
     p.add_argument(
-        "--out", type=Path, help="folder for the artefacts (heatmap, mask, overlay, panel, check.json)"
+        "--output",
+        "--out",
+        dest="out",
+        metavar="DIR",
+        type=Path,
+        help="folder for the artefacts (heatmap, mask, overlay, panel, check.json)",
     )
     p.add_argument("--json", action="store_true", help="print the full check record as JSON")
 

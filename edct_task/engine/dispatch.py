@@ -108,18 +108,51 @@ class CallLog:
 
 
 class Progress:
-    """Progress per stage: one tqdm bar per stage on a terminal, a plain line every ``every``
-    seconds otherwise (no cursor escapes in logs)."""
+    """Progress per stage: one tqdm bar per stage on a terminal; without one (CI logs, ``nohup``) a
+    heartbeat line every ``every`` seconds whether or not a call finished — the run's name, the
+    elapsed time, samples done/total with an ETA, and done/issued per stage — and a last line at
+    the end (no cursor escapes in logs).
 
-    def __init__(self, *, stream: Any = None, every: float = 30.0) -> None:
+    The ETA is the elapsed time per finished sample times the samples left; "ETA –" until the first
+    sample finishes. Per-stage totals are the requests issued so far (later edits and re-queries
+    are issued as samples reach them), so the samples line is the one that says how far the run is.
+    """
+
+    def __init__(
+        self,
+        *,
+        stream: Any = None,
+        every: float = 30.0,
+        name: str = "",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.every = every
+        self.name = name
+        self.clock = clock
         self._lock = threading.Lock()
         self._bars: dict[str, tqdm] = {}
         self._issued: dict[str, int] = {}
         self._done: dict[str, int] = {}
-        self._last = time.monotonic()
+        self._started = clock()
+        self._samples_total: int | None = None
+        self._samples_done = 0
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+        if not self.tty and every > 0:
+            self._beat = threading.Thread(target=self._heartbeat, name="edct-progress", daemon=True)
+            self._beat.start()
+
+    def expect(self, samples: int) -> None:
+        """The number of samples the run will finish (for done/total and the ETA)."""
+        with self._lock:
+            self._samples_total = samples
+
+    def sample_done(self, _record: object = None) -> None:
+        """One sample finished (usable as a schedule's ``on_record``)."""
+        with self._lock:
+            self._samples_done += 1
 
     def issued(self, stage: str) -> None:
         with self._lock:
@@ -144,20 +177,53 @@ class Progress:
             self._done[stage] = self._done.get(stage, 0) + 1
             if self.tty:
                 self._bars[stage].update(1)
-            elif time.monotonic() - self._last >= self.every:
-                self._last = time.monotonic()
-                self._line()
 
-    def _line(self) -> None:
-        parts = [f"{s} {self._done.get(s, 0)}/{n}" for s, n in self._issued.items()]
-        print("edct: " + ", ".join(parts), file=self.stream, flush=True)
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(self.every):
+            self.line()
+
+    def line(self) -> str:
+        """Print (and return) one progress line."""
+        with self._lock:
+            text = status_line(
+                self.name,
+                self.clock() - self._started,
+                self._samples_done,
+                self._samples_total,
+                {s: (self._done.get(s, 0), n) for s, n in self._issued.items()},
+            )
+        print(text, file=self.stream, flush=True)
+        return text
 
     def close(self) -> None:
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join(timeout=5)
         with self._lock:
             for bar in self._bars.values():
                 bar.close()
-            if not self.tty and self._issued:
-                self._line()
+            last = not self.tty and bool(self._issued)
+        if last:
+            self.line()
+
+
+def _duration(seconds: float) -> str:
+    whole = max(0, round(seconds))
+    h, rest = divmod(whole, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
+
+
+def status_line(
+    name: str, elapsed: float, done: int, total: int | None, stages: dict[str, tuple[int, int]]
+) -> str:
+    """``edct: my-run 2m05s: samples 40/300, ETA 13m33s; target 120/130, judge 60/64``."""
+    head = f"edct: {name + ' ' if name else ''}{_duration(elapsed)}"
+    if total is not None:
+        eta = "–" if done == 0 else _duration(elapsed / done * max(0, total - done))
+        head += f": samples {done}/{total}, ETA {eta}"
+    parts = [f"{s} {d}/{n}" for s, (d, n) in stages.items()]
+    return head + ("; " + ", ".join(parts) if parts else "")
 
 
 class CachedHandler:

@@ -81,11 +81,13 @@ def build_dispatcher(
     limits: Limits,
     call_log: Path | None = None,
     progress: bool = False,
+    run_name: str = "",
 ) -> Dispatcher:
-    """The dispatcher of one run: the handler table behind the cache, with its observers."""
+    """The dispatcher of one run: the handler table behind the cache, with its observers
+    (``progress``: per-stage bars on a terminal, a heartbeat line naming ``run_name`` otherwise)."""
     observers: list[Observer] = []
     if progress:
-        observers.append(Progress())
+        observers.append(Progress(name=run_name))
     if call_log is not None:
         observers.append(CallLog(call_log))
     handlers = handler_table(roles, images, protocol, gate, target_batch_size=limits.target_batch_size)

@@ -42,7 +42,7 @@ from edct_task.leaderboard.verify import DEFAULT_SCORING, BoardScoring, Rejected
 from edct_task.reporting.setup import setup_label
 from edct_task.reporting.tables import interval_cell
 from edct_task.scoring.metrics import CCS_BINARY, METRIC_NAMES
-from edct_task.text_safety import reveal, reveal_line
+from edct_task.text_safety import csv_number, reveal, reveal_line
 
 RANK_METRIC = CCS_BINARY
 
@@ -306,11 +306,7 @@ def to_csv(board: dict[str, Any]) -> str:
                     r.get("revision") or "",
                     reveal(r.get("label") or ""),
                     reveal(r["bundle"]),
-                    *(
-                        ("" if r[m][p] is None else r[m][p])
-                        for m in METRIC_NAMES
-                        for p in ("estimate", "low", "high", "n")
-                    ),
+                    *(csv_number(r[m][p]) for m in METRIC_NAMES for p in ("estimate", "low", "high", "n")),
                     *(r["counts"][c] for c in ("scored", "excluded", "unscored", "error")),
                     r["digest"],
                 ]

@@ -164,7 +164,7 @@ def _run_of(path: Path) -> tuple[EdctRun, dict[str, Any], dict[str, Any] | None,
         run = read_edct_run(path)
         results = json.loads((path / "results.json").read_text(encoding="utf-8"))
         return run, results, None, "edct"
-    from edct_task.reporting.lmms_results import find_results_files, read_results_file
+    from edct_task.run.lmms_results import find_results_files, read_results_file
 
     runs = []
     for file in find_results_files(path):
@@ -188,7 +188,7 @@ def _run_of(path: Path) -> tuple[EdctRun, dict[str, Any], dict[str, Any] | None,
 
 def create_bundle(run_path: Path, out: Path, *, with_images: bool = False) -> dict[str, Any]:
     """Pack the run at ``run_path`` into ``out``; return ``bundle.json``."""
-    from edct_task.reporting.lmms_results import ResultsFileError
+    from edct_task.run.lmms_results import ResultsFileError
     from edct_task.run.outputs import RunReadError, load_run
 
     try:

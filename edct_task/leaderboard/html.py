@@ -19,6 +19,9 @@ body{font-family:system-ui,sans-serif;margin:2rem;color:#222}
 table{border-collapse:collapse;margin:.5rem 0 1.5rem}
 th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:right}
 td.l,th.l{text-align:left}
+td.ci{white-space:nowrap;font-variant-numeric:tabular-nums;font-size:.85rem}
+td.model{overflow-wrap:anywhere;min-width:12rem;max-width:22rem}
+.wrap{overflow-x:auto}
 caption{text-align:left;font-weight:600;padding:.25rem 0}
 pre{background:#f6f6f6;padding:.5rem;overflow:auto;max-height:20rem}
 .rej td{text-align:left}
@@ -102,7 +105,8 @@ def render_html(board: dict[str, Any]) -> str:
         head = "".join(f"<th>{_e(n)}</th>" for n, _ in _METRICS)
         extra = "<th>board CCS_binary</th><th>agreement</th><th>flag</th>" if rejudged else ""
         parts.append(
-            f'<table><thead><tr><th>Rank</th><th>Range</th><th class="l">Model</th><th class="l">Backend</th>'
+            '<div class="wrap"><table><thead><tr><th>Rank</th><th>Range</th><th class="l">Model</th>'
+            '<th class="l">Backend</th>'
             f'<th class="l">Label</th>{head}<th>scored</th><th>excluded</th><th>unscored</th><th>error</th>'
             f'<th class="l">bundle</th>{extra}'
             "</tr></thead><tbody>"
@@ -110,7 +114,7 @@ def render_html(board: dict[str, Any]) -> str:
         for r in t["entries"]:
             lo, hi = r["rank_range"]
             span = lo if lo == hi else f"{lo}–{hi}"
-            cells = "".join(f"<td>{_e(interval_cell(r[m]))}</td>" for _, m in _METRICS)
+            cells = "".join(f'<td class="ci">{_e(interval_cell(r[m]))}</td>' for _, m in _METRICS)
             board_cells = ""
             if rejudged:
                 b = r.get("board")
@@ -122,13 +126,13 @@ def render_html(board: dict[str, Any]) -> str:
                 )
             parts.append(
                 f'<tr data-model="{_e(r["model"])}"><td>{_e(r["rank"])}</td><td>{_e(span)}</td>'
-                f'<td class="l">{_t(r["model"])}</td><td class="l">{_e(r.get("backend") or "")}</td>'
+                f'<td class="l model">{_t(r["model"])}</td><td class="l">{_e(r.get("backend") or "")}</td>'
                 f'<td class="l">{_t(r.get("label") or "")}</td>{cells}<td>{_e(r["counts"]["scored"])}</td>'
                 f"<td>{_e(r['counts']['excluded'])}</td><td>{_e(r['counts']['unscored'])}</td>"
                 f'<td>{_e(r["counts"]["error"])}</td><td class="l" title="{_e(r["digest"])}">'
                 f"{_t(Path(r['bundle']).name)}</td>{board_cells}</tr>"
             )
-        parts.append("</tbody></table></section>")
+        parts.append("</tbody></table></div></section>")
     if board.get("unverified"):
         parts.append(
             "<h2>Unverified entries</h2><p>Hub eval-results files: numbers as written, not re-derived, "

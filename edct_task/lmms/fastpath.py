@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from edct_task.config import RunConfig
+from edct_task.core.errors import ConfigError
 from edct_task.core.records import SampleRecord
 from edct_task.lmms import documents, turns
 from edct_task.lmms import results as lmms_results
@@ -77,10 +78,14 @@ class LmmsTarget:
 
     name = "lmms-eval"
 
-    def __init__(self, lm: Any, model: str, model_args: str = "") -> None:
+    def __init__(
+        self, lm: Any, model: str, model_args: str = "", gen_kwargs: dict[str, Any] | None = None
+    ) -> None:
         self.lm = lm
         self.model = model
         self.model_args = model_args
+        self.gen_kwargs = dict(gen_kwargs or {})
+        """``--gen_kwargs``: override the protocol's decoding for this target's requests."""
         self.calls = 0
         if not isinstance(getattr(lm, "task_dict", None), dict):
             lm.task_dict = {}
@@ -93,7 +98,8 @@ class LmmsTarget:
 
     def identity(self) -> dict[str, Any]:
         args = ",".join(a for a in (self.model_args or "").split(",") if not _secretish(a))
-        return {"backend": "lmms-eval", "model": self.model, "model_args": args, "chat": self.is_chat}
+        out = {"backend": "lmms-eval", "model": self.model, "model_args": args, "chat": self.is_chat}
+        return {**out, "gen_kwargs": dict(self.gen_kwargs)} if self.gen_kwargs else out
 
     def _gen_kwargs(self, params: GenerationParams) -> dict[str, Any]:
         kw: dict[str, Any] = {
@@ -104,6 +110,7 @@ class LmmsTarget:
         }
         if params.top_p < 1.0:
             kw["top_p"] = params.top_p
+        kw.update(self.gen_kwargs)
         return kw
 
     def instance(self, conversation: Sequence[ChatMessage], params: GenerationParams) -> Any:
@@ -192,6 +199,23 @@ def _secretish(arg: str) -> bool:
     return any(s in key for s in ("key", "token", "secret", "password"))
 
 
+def parse_gen_kwargs(text: str | dict[str, Any]) -> dict[str, Any]:
+    """lmms-eval's ``--gen_kwargs`` (``max_new_tokens=64,temperature=0``) parsed as lmms-eval parses
+    it (``simple_parse_args_string``); a malformed string is a ``ConfigError``."""
+    if isinstance(text, dict):
+        return dict(text)
+    if not text.strip():
+        return {}
+    from lmms_eval.utils import simple_parse_args_string
+
+    try:
+        return dict(simple_parse_args_string(text))
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(
+            f"--gen_kwargs {text!r}: expected key=value pairs separated by commas ({exc})"
+        ) from None
+
+
 def run_fastpath(
     model: str,
     model_args: str,
@@ -205,13 +229,16 @@ def run_fastpath(
     device: str | None = None,
     lm: Any = None,
     bootstrap_iters: int = 100_000,
+    gen_kwargs: str | dict[str, Any] = "",
 ) -> FastPathOutcome:
     """Run the EDCT tasks ``tasks`` on lmms-eval model ``model``: lmms-eval's results dict and the
-    records behind it."""
+    records behind it. ``gen_kwargs`` (lmms-eval's ``--gen_kwargs`` string, or a mapping) applies to
+    the target's requests."""
+    overrides = parse_gen_kwargs(gen_kwargs)
     if lm is None:
         lm = build_model(model, model_args, batch_size=batch_size, device=device)
-    target = LmmsTarget(lm, model, model_args)
-    settings = build_settings(config, target=target)
+    target = LmmsTarget(lm, model, model_args, overrides)
+    settings = build_settings(config, target=target, run_name=f"{model} on {tasks}")
     try:
         return _evaluate(
             settings,
@@ -254,6 +281,7 @@ def _evaluate(
     from lmms_eval.tasks import TaskManager, get_task_dict
     from lmms_eval.utils import get_datetime_str, handle_non_serializable, hash_string
 
+    from edct_task.engine.dispatch import Progress
     from edct_task.engine.lockstep import run_samples
     from edct_task.lmms.plugin import task_dir
     from edct_task.run.runner import _versions
@@ -302,7 +330,12 @@ def _evaluate(
         (s.metadata.get("source") for s in samples),
     )
     limits, dispatcher = settings.config.limits, settings.dispatcher
-    records = run_samples(samples, settings.protocol, dispatcher, limits)
+    progress = next((o for o in dispatcher.observers if isinstance(o, Progress)), None)
+    if progress is not None:
+        progress.expect(len(samples))
+    records = run_samples(
+        samples, settings.protocol, dispatcher, limits, on_record=progress.sample_done if progress else None
+    )
     by_id = {r.sample.id: r for r in [*records, *unreadable]}
     setup = settings.describe()
 

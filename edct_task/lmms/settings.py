@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from edct_task import prompts
-from edct_task.config import RunConfig, calibration_config, load_config
+from edct_task.config import RunConfig, calibration_config
 from edct_task.core.errors import ConfigError
 from edct_task.engine.dispatch import Dispatcher
 from edct_task.engine.lockstep import build_dispatcher
@@ -76,7 +77,9 @@ def hook_config() -> RunConfig:
     """The EDCT config for the lmms-eval task: ``$EDCT_CONFIG`` or the calibration roles."""
     path = os.environ.get(ENV_CONFIG)
     if path:
-        return load_config(Path(path))
+        from edct_task.presets import load_preset
+
+        return load_preset(path)  # a file, or a shipped preset's name
     return calibration_config(output_dir=DEFAULT_WORK_DIR)
 
 
@@ -96,14 +99,20 @@ def settings() -> Settings:
         return built
 
 
-def build_settings(config: RunConfig, work_dir: Path | None = None, *, target: Any = None) -> Settings:
+def build_settings(
+    config: RunConfig, work_dir: Path | None = None, *, target: Any = None, run_name: str = ""
+) -> Settings:
     """The stage cache first (a stale cache folder is refused before anything is built), then the
     non-target roles."""
+    where = ""
     if work_dir is None:
         env = os.environ.get(ENV_WORK_DIR)
+        where = f" (${ENV_WORK_DIR})" if env else f" (set {ENV_WORK_DIR} to put them elsewhere)"
         work_dir = Path(env) if env else config.resolved_cache_dir
     work_dir = Path(work_dir).resolve()
     check_writable(work_dir, "cache folder")
+    # announced: lmms-eval's own loop would otherwise fill ./runs/edct-lmms/cache without a word
+    print(f"edct: stage cache and edited images in {work_dir}{where}", file=sys.stderr, flush=True)
     try:
         cache = StageCache(work_dir)
     except CacheSchemaError as exc:
@@ -133,6 +142,7 @@ def build_settings(config: RunConfig, work_dir: Path | None = None, *, target: A
         gate=config.verification,
         limits=config.limits,
         progress=target is not None and config.progress,
+        run_name=run_name,
     )
     return Settings(config, roles, images, cache, dispatcher, work_dir)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from edct_task.reporting.lmms_results import ResultsFile, TaskEntry
+from edct_task.run.lmms_results import ResultsFile, TaskEntry
 
 UNKNOWN_JUDGE = "unknown"
 

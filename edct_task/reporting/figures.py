@@ -1,7 +1,9 @@
 """Fig. 5: CCS against each other benchmark across models, with Spearman ρ and Kendall τ.
 
 One panel per benchmark; x is the benchmark's score normalised to [0, 1], y is CCS (binary as
-filled circles, graded as open squares, one labelled point per model). Rank correlations come
+filled circles, graded as open squares); every marker is labelled with its model, labels moved
+apart by ``adjustText`` (a maintained library for exactly this; hand-placed offsets overlapped
+near 0 and left the graded markers unlabelled). Rank correlations come
 from ``scipy.stats.spearmanr`` / ``kendalltau`` and need at least three models with both scores.
 Written as PNG and SVG (text kept as text in the SVG so labels can be read back).
 """
@@ -70,14 +72,55 @@ def rank_correlation(xs: Sequence[float], ys: Sequence[float]) -> dict[str, Any]
     return out
 
 
-def _y(p: Point) -> float:
-    return p.ccs_binary if p.ccs_binary is not None else p.ccs_graded  # type: ignore[return-value]
-
-
 def _corr_text(c: dict[str, Any]) -> str:
     if c.get("spearman") is None:
         return "ρ, τ: n/a"
     return f"ρ={c['spearman']:.2f}, τ={c['kendall']:.2f}"
+
+
+BINARY_COLOUR, GRADED_COLOUR = "#1f77b4", "#d62728"
+
+
+def _label_points(ax: Any, points: Sequence[Point]) -> None:
+    """Every marker gets its model's name, in the marker's colour (grey when the model's two
+    markers coincide: one label for both); ``adjustText`` moves the labels apart and off the
+    markers, with a thin line back to the point, keeping them inside the axes."""
+    from adjustText import adjust_text
+
+    texts, xs, ys = [], [], []
+    for p in points:
+        marks = [
+            (v, c) for v, c in ((p.ccs_binary, BINARY_COLOUR), (p.ccs_graded, GRADED_COLOUR)) if v is not None
+        ]
+        if len(marks) == 2 and abs(marks[0][0] - marks[1][0]) < 1e-9:
+            marks = [(marks[0][0], "0.25")]
+        for value, colour in marks:
+            right = p.x > 0.6  # start on the side with room; adjustText takes it from there
+            texts.append(
+                ax.text(
+                    p.x + (-0.04 if right else 0.04),
+                    value,
+                    p.model,
+                    fontsize=8,
+                    color=colour,
+                    ha="right" if right else "left",
+                    va="center",
+                    zorder=4,
+                )
+            )
+            xs.append(p.x)
+            ys.append(value)
+    if texts:
+        adjust_text(
+            texts,
+            x=xs,
+            y=ys,
+            ax=ax,
+            expand=(1.2, 2.0),
+            ensure_inside_axes=True,
+            min_arrow_len=14,  # a label beside its marker needs no line (short lines cross the text)
+            arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.5, "shrinkA": 2, "shrinkB": 4},
+        )
 
 
 def figure5(
@@ -89,10 +132,31 @@ def figure5(
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
+    with matplotlib.rc_context(RC):
+        fig = draw_figure5(panels, correlations)
+        paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
+        for path, fmt, meta in ((paths[0], "png", None), (paths[1], "svg", {"Date": None})):
+            buf = io.BytesIO()
+            fig.savefig(buf, format=fmt, metadata=meta)
+            atomic_write(path, buf.getvalue())  # a killed report never leaves half a figure
+        plt.close(fig)
+    return paths
+
+
+RC = {"svg.fonttype": "none", "font.size": 9}
+
+
+def draw_figure5(panels: Sequence[Panel], correlations: dict[tuple[str, str], dict[str, Any]]) -> Any:
+    """The figure (a matplotlib ``Figure``, laid out, labels placed), not yet saved."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
     n = len(panels)
     cols = min(n, 3)
     rows = math.ceil(n / cols)
-    with matplotlib.rc_context({"svg.fonttype": "none", "font.size": 9}):
+    with matplotlib.rc_context(RC):
         fig, axes = plt.subplots(
             rows,
             cols,
@@ -109,45 +173,26 @@ def figure5(
             yg = [p.ccs_graded for p in panel.points if p.ccs_graded is not None]
             cb = correlations.get((panel.task, "ccs_binary"), {})
             cg = correlations.get((panel.task, "ccs_graded"), {})
-            ax.scatter(xb, yb, s=36, color="#1f77b4", zorder=3, label=f"CCS_binary ({_corr_text(cb)})")
+            ax.scatter(xb, yb, s=36, color=BINARY_COLOUR, zorder=3, label=f"CCS_binary ({_corr_text(cb)})")
             ax.scatter(
                 xg,
                 yg,
                 s=36,
                 facecolors="none",
-                edgecolors="#d62728",
+                edgecolors=GRADED_COLOUR,
                 marker="s",
                 zorder=3,
                 label=f"CCS_graded ({_corr_text(cg)})",
             )
-            placed: list[tuple[float, float]] = []
-            for p in sorted(panel.points, key=lambda q: (-(_y(q)), q.model)):
-                y = _y(p)
-                # labels of coinciding or close points are stacked, not drawn over each other
-                close = sum(abs(p.x - px) < 0.12 and abs(y - py) < 0.06 for px, py in placed)
-                placed.append((p.x, y))
-                right = p.x > 0.7
-                ax.annotate(
-                    p.model,
-                    (p.x, y),
-                    xytext=(-7 if right else 7, 4 + 11 * close if y < 0.5 else 4 - 11 * close),
-                    textcoords="offset points",
-                    ha="right" if right else "left",
-                    fontsize=8,
-                )
             ax.set_xlim(-0.03, 1.08)
             ax.set_ylim(-0.05, 1.12)
             ax.set_xlabel(f"{panel.display} score (normalised to [0, 1])")
             ax.set_ylabel("CCS")
             ax.set_title(panel.display)
             ax.grid(True, alpha=0.3)
-            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.17), fontsize=7, frameon=False)
+            ax.legend(loc="best", fontsize=7, framealpha=0.85)
         fig.suptitle("CCS vs other benchmarks across models (Spearman ρ, Kendall τ)", fontsize=10)
-        fig.tight_layout()
-        paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
-        for path, fmt, meta in ((paths[0], "png", None), (paths[1], "svg", {"Date": None})):
-            buf = io.BytesIO()
-            fig.savefig(buf, format=fmt, metadata=meta)
-            atomic_write(path, buf.getvalue())
-        plt.close(fig)
-    return paths
+        fig.tight_layout()  # the layout first: the labels are placed in the final axes
+        for ax, panel in zip(axes.flat, panels, strict=False):
+            _label_points(ax, panel.points)
+    return fig

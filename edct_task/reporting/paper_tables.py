@@ -288,12 +288,20 @@ def benchmark_columns(collection: Collection) -> list[tuple[str, str]]:
     return list(out.items())
 
 
+def benchmark_cell(score: float | None, raw: float, scale: float) -> str:
+    """``0.453 (45.3 of 100)``; on a 0–1 scale the score is the original value: ``0.453``."""
+    if score is None or scale == 1:
+        return fmt(score)
+    return f"{fmt(score)} ({raw:g} of {scale:g})"
+
+
 def benchmark_table(collection: Collection) -> Table:
     """CCS beside every other benchmark found for the same models (scores normalised to [0, 1])."""
     benches = benchmark_columns(collection)
     t = Table(
         "ccs_vs_benchmarks",
-        "CCS beside other benchmarks (each normalised to [0, 1]; original value / scale in brackets)",
+        "CCS beside other benchmarks (each normalised to [0, 1]; a score reported on another scale "
+        "shows its original value in brackets, e.g. 0.453 (45.3 of 100))",
         ["Model", "CCS_binary", "CCS_graded", *(d for _, d in benches), "Flags"],
         csv_columns=[
             "model",
@@ -314,7 +322,7 @@ def benchmark_table(collection: Collection) -> Table:
                 cells.append(MISSING)
                 raw += ["", "", "", "", ""]
             else:
-                cells.append(f"{fmt(score.score)} ({score.raw:g}/{score.scale:g})")
+                cells.append(benchmark_cell(score.score, score.raw, score.scale))
                 raw += [score.score, score.raw, score.scale, score.metric, score.source]
         flags = "; ".join(model.flags + [f for r in model.edct for f in r.flags])
         t.add([*cells, flags], [*raw, flags])

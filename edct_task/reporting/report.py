@@ -194,9 +194,13 @@ def write_report(collection: Collection, out: Path) -> dict[str, Any]:
         paper_tables.benchmark_table(collection),
     ]
     correlations, panels = correlations_and_panels(collection)
+    notes = list(collection.notes)
+    for t in tables:  # an empty table is not written (Markdown, CSV, LaTeX); the note says why
+        if not t.rows:
+            notes.append(f"{t.title.split(':', 1)[0]} not written: {' '.join(t.notes) or 'no rows'}")
+    tables = [t for t in tables if t.rows]
     table_files = {t.name: write_table(t, out) for t in tables}
     figures: list[str] = []
-    notes = list(collection.notes)
     if panels:
         corr = {(c["benchmark"], c["metric"]): c for c in correlations}
         figures = [p.name for p in figure5(panels, corr, out / FIGURE_STEM)]

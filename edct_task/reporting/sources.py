@@ -16,7 +16,9 @@ from typing import Any
 from edct_task.core.errors import UserError
 from edct_task.core.records import SampleInput, SampleRecord
 from edct_task.reporting.benchmarks import BenchmarkScore, benchmark_score, is_edct_task
-from edct_task.reporting.lmms_results import (
+from edct_task.reporting.setup import dataset_manifest, setup_id, setup_identity
+from edct_task.run.checks import bad_image_refs
+from edct_task.run.lmms_results import (
     ResultsFile,
     ResultsFileError,
     find_results_files,
@@ -24,8 +26,6 @@ from edct_task.reporting.lmms_results import (
     read_logged_samples,
     read_results_file,
 )
-from edct_task.reporting.setup import dataset_manifest, setup_id, setup_identity
-from edct_task.run.checks import bad_image_refs
 from edct_task.scoring.metrics import METRIC_NAMES, summarise
 
 EDCT_RESULTS = "results.json"

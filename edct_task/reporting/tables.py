@@ -9,11 +9,12 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from edct_task.text_safety import md_cell, reveal, reveal_line
+from edct_task.text_safety import csv_number, md_cell, reveal, reveal_line
 
 MISSING = "–"
 
@@ -85,7 +86,9 @@ def to_csv(table: Table) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(table.csv_columns)
-    writer.writerows([[reveal(c) if isinstance(c, str) else c for c in row] for row in table.csv_rows])
+    writer.writerows(
+        [reveal(c) if isinstance(c, str) else csv_number(c) for c in row] for row in table.csv_rows
+    )
     return buf.getvalue()
 
 
@@ -103,7 +106,15 @@ _LATEX_SPECIAL = {
     "τ": r"$\tau$",
     "±": r"$\pm$",
     "ρ": r"$\rho$",
+    "κ": r"$\kappa$",
+    "×": r"$\times$",
+    "·": r"$\cdot$",
+    "≥": r"$\geq$",
+    "≤": r"$\leq$",
+    "→": r"$\rightarrow$",
     "–": "--",
+    "—": "---",
+    "…": r"\ldots{}",
 }
 
 
@@ -111,16 +122,38 @@ def latex_escape(text: str) -> str:
     return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in reveal_line(text))
 
 
+_NUMBERED = re.compile(r"Table (\d+):\s*(.*)", re.S)
+
+
+def split_title(title: str) -> tuple[str | None, str]:
+    """``"Table 5: repeated runs"`` → ``("5", "repeated runs")``; an unnumbered title → ``(None, title)``."""
+    m = _NUMBERED.fullmatch(title)
+    return (m.group(1), m.group(2)) if m else (None, title)
+
+
 def to_latex(table: Table) -> str:
-    """A ``table`` float with a booktabs ``tabular`` (needs ``\\usepackage{booktabs}``)."""
+    """A ``table`` float with a booktabs ``tabular`` (needs ``\\usepackage{booktabs}`` and
+    ``\\usepackage{graphicx}``).
+
+    The caption is the title without its "Table N:" (LaTeX writes that), and the float carries the
+    paper's number N (``\\thetable`` set inside the float), so Table 5 stays Table 5 whatever
+    tables precede it. A table wider than the text is scaled down to ``\\linewidth``; a narrower
+    one keeps its natural size.
+    """
+    number, caption = split_title(table.title)
     spec = "l" * min(2, len(table.columns)) + "r" * max(0, len(table.columns) - 2)
     lines = [
-        "% requires \\usepackage{booktabs}",
+        "% requires \\usepackage{booktabs} and \\usepackage{graphicx}",
         "\\begin{table}[t]",
         "\\centering",
         "\\small",
-        f"\\caption{{{latex_escape(table.title)}}}",
+    ]
+    if number is not None:
+        lines.append(f"\\renewcommand{{\\thetable}}{{{number}}}")
+    lines += [
+        f"\\caption{{{latex_escape(caption)}}}",
         f"\\label{{tab:edct-{table.name}}}",
+        "\\resizebox{\\ifdim\\width>\\linewidth\\linewidth\\else\\width\\fi}{!}{%",
         f"\\begin{{tabular}}{{{spec}}}",
         "\\toprule",
         " & ".join(latex_escape(c) for c in table.columns) + " \\\\",
@@ -128,5 +161,5 @@ def to_latex(table: Table) -> str:
     ]
     for row in table.rows:
         lines.append(" & ".join(latex_escape(c) for c in row) + " \\\\")
-    lines += ["\\bottomrule", "\\end{tabular}", "\\end{table}"]
+    lines += ["\\bottomrule", "\\end{tabular}%", "}", "\\end{table}"]
     return "\n".join(lines) + "\n"

@@ -21,6 +21,7 @@ from typing import Any
 from edct_task import __version__, prompts
 from edct_task.config import DataSection, RunConfig
 from edct_task.core.records import SampleInput, SampleRecord
+from edct_task.engine.dispatch import Progress
 from edct_task.engine.files import atomic_write, place
 from edct_task.engine.lockstep import build_dispatcher, run_samples
 from edct_task.engine.stage_cache import ImageStore, StageCache
@@ -71,6 +72,19 @@ def load_samples(data: DataSection, images: ImageStore) -> list[SampleInput | Sa
     return out[: data.limit] if data.limit else out
 
 
+def check_data_named(data: DataSection) -> None:
+    """A dataset run names its data (``data.path`` or ``$EDCT_BENCH_DATA``), or stops at once."""
+    import os
+
+    from edct_task.bench_data.format import ENV_DATA, BenchDataError
+
+    if data.source == "dataset" and not (data.path or os.environ.get(ENV_DATA)):
+        raise BenchDataError(
+            f"no EDCT-Bench data named: set {ENV_DATA} to the folder written by `edct build-bench` "
+            "(or a hub id), or set data.path in the config (--set data.path=DIR)"
+        )
+
+
 def _versions() -> dict[str, str]:
     out = {"edct-bench": __version__, "python": platform.python_version()}
     for dist in ("lmms-eval", "transformers", "torch", "opencv-python-headless", "numpy"):
@@ -90,6 +104,7 @@ def run(config: RunConfig) -> RunOutcome:
     a cache folder of another schema version stops the run (``CacheSchemaError``) first.
     """
     out_dir, cache_dir = config.output_dir, config.resolved_cache_dir
+    check_data_named(config.data)  # before any folder is made
     check_writable(out_dir, "output folder")
     check_writable(cache_dir, "cache folder")
     shard = shard_from_env()  # torchrun / accelerate: this process's share of the documents
@@ -129,11 +144,17 @@ def _run(config: RunConfig, out_dir: Path, cache_dir: Path, shard: Shard | None 
                 limits=limits,
                 call_log=config.call_log,
                 progress=config.progress,
+                run_name=out_dir.name,
             ) as dispatcher,
         ):
             unreadable = [s for s in samples if isinstance(s, SampleRecord)]
             inputs = [s for s in samples if isinstance(s, SampleInput)]
-            done = run_samples(inputs, protocol, dispatcher, limits)
+            progress = next((o for o in dispatcher.observers if isinstance(o, Progress)), None)
+            if progress is not None:
+                progress.expect(len(inputs))
+            done = run_samples(
+                inputs, protocol, dispatcher, limits, on_record=progress.sample_done if progress else None
+            )
             records = sorted([*done, *unreadable], key=lambda r: order[r.sample.id])
             usage = role_usage(roles.by_role())
             identities = roles.identities()

@@ -86,7 +86,7 @@ def test_index_sorts_by_a_column_with_missing_values_last(page, report_dir: Path
     header = page.locator("#samples th", has_text="CCS binary")
     header.click()
     header.click()  # descending
-    cells = page.locator("#samples tbody tr td:nth-child(5)").all_text_contents()
+    cells = page.locator("#samples tbody tr td.ccs-binary").all_text_contents()
     values = sorted(
         (r.scores.ccs_binary for r in loaded.records if r.scores and r.scores.ccs_binary is not None),
         reverse=True,
@@ -248,3 +248,18 @@ def test_a_sample_whose_target_failed_renders_without_errors(page, run_dir: Path
     assert page.text_content("#reason") == "target failed: timeout"
     assert page.locator("#strip figure").count() == 1 and page.locator(".step").count() == 0
     assert page.errors == []
+
+
+def test_the_reason_column_is_in_view_and_the_model_is_named(browser, report_dir: Path, loaded: LoadedRun):
+    """At 1280 px (a laptop) every column up to the exclusion reason fits without scrolling."""
+    for page in watched_page(browser, 1280, 900):
+        page.goto((report_dir / "index.html").as_uri())
+        headers = page.locator("#samples thead th").all_text_contents()
+        assert headers.index("exclusion / reason") == 4  # beside the status
+        excluded = page.locator('#samples tbody tr[data-status="excluded"] td.reason').first
+        box = excluded.bounding_box()
+        assert box is not None and box["x"] + box["width"] <= 1280
+        assert excluded.text_content() == next(r.reason for r in loaded.records if r.status == "excluded")
+        assert page.text_content("#model") == "calibration-reference mixed:0.5"
+        assert page.title() == "EDCT audit report: calibration-reference mixed:0.5"
+        assert not page.errors

@@ -43,3 +43,13 @@ def test_lmms_eval_output_with_logged_samples_gets_a_full_report(tmp_path: Path)
     assert sample["original"] is not None and attempt["image"] is not None
     assert attempt["check"]["r_in"] == loaded.records[0].steps[0].attempts[0].check.r_in
     assert attempt["figures"] is not None  # the gate's maps are found in the run's image store
+    # the index names the model and gives the overall CCS, recomputed from the logged samples
+    from edct_task.scoring.metrics import summarise
+
+    index = (tmp_path / "report" / "index.html").read_text(encoding="utf-8")
+    (payload,) = re.findall(r'<script type="application/json" id="edct-data">(.*?)</script>', index, re.S)
+    run = json.loads(payload)["run"]
+    assert run["model"] == "edct_reference"
+    expected = summarise(loaded.records)["overall"]["metrics"]["ccs_binary"]
+    assert run["metrics"]["ccs_binary"]["estimate"] == pytest.approx(expected["estimate"])
+    assert run["metrics"]["ccs_binary"]["low"] == pytest.approx(expected["low"])

@@ -174,6 +174,40 @@ def test_vlmevalkit_tsv_with_inline_images(sources, tmp_path):
     assert read_manifest(tmp_path / "bench")["counts"] == {"3dsr": 3}
 
 
+def test_tsv_rows_with_the_same_question_on_different_images_are_all_kept(tmp_path):
+    """The one-variant rule compares whole images: two JPEGs from one encoder share their first
+    bytes (header and quantisation tables), which once made different photos count as one."""
+    import base64
+    import csv
+
+    rows = []
+    for i in range(3):
+        buf = io.BytesIO()
+        Image.new("RGB", (32, 24), (60 * i, 100, 200 - 50 * i)).save(buf, format="JPEG", quality=90)
+        rows.append(
+            {
+                "index": str(i + 1),
+                "question": "Is the car facing the camera?",
+                "A": "yes",
+                "B": "no",
+                "answer": "A",
+                "category": "orientation_viewpoint",
+                "image": base64.b64encode(buf.getvalue()).decode(),
+            }
+        )
+    assert len({r["image"][:64] for r in rows}) == 1  # the same first 48 bytes
+    path = tmp_path / "3dsrbench_v1_vlmevalkit.tsv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, list(rows[0]), delimiter="\t")
+        w.writeheader()
+        w.writerows([*rows, {**rows[0], "index": "4", "A": "no", "B": "yes", "answer": "B"}])  # a variant
+    result = build_bench(
+        BuildRequest(out=tmp_path / "b", threedsr_table=path, counts={"okvqa": 0, "drivelm": 0, "3dsr": 3})
+    )
+    assert sorted(load_bench(tmp_path / "b")["id"]) == ["3dsr-1", "3dsr-2", "3dsr-3"]
+    assert _rules(result.manifest, "3dsr") == {"3dsr.orientation_family": 0, "3dsr.one_variant": 1}
+
+
 # ----------------------------------------------------------------------------- errors
 
 

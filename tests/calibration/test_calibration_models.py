@@ -379,3 +379,19 @@ def test_oracle_finds_what_the_edit_parser_names(samples) -> None:
     assert loc.found and np.array_equal(
         loc.mask, object_mask(scene_of(s.image), scene_of(s.image).find("tree"))
     )
+
+
+def test_an_edit_that_adds_an_object_is_not_told_to_add_no_objects() -> None:
+    from edct_task.calibration.text_models import edit_instructions
+
+    explanation = "- the traffic light is green\n- there is no pedestrian on the crosswalk"
+    add, recolour = edit_instructions(
+        "What should the ego vehicle do?",
+        explanation,
+        ["no pedestrian on the crosswalk", "the traffic light is green"],
+    )
+    assert add["change"].startswith("add a pedestrian")
+    assert (
+        add["constraints"] == "no new objects other than the pedestrian, no text, no change to the background"
+    )
+    assert recolour["constraints"] == "no new objects, no text, no change to the background"

@@ -112,3 +112,14 @@ def test_an_unreadable_data_path_fails_before_any_backend_is_built(config_file, 
     rc, err = _run(["run", "--config", str(path)], capsys)
     assert rc == 2 and err.startswith("edct: data error:") and "/nonexistent/edct-bench" in err
     assert "Traceback" not in err and built == []
+
+
+def test_a_model_that_cannot_be_loaded_is_one_line_exit_2(config_file, capsys, tmp_path) -> None:
+    """A detector whose weights are not there (a wrong folder, not cached while offline, gated)."""
+    missing = "edct-test/owlv2-not-in-any-cache"  # HF_HUB_OFFLINE=1: not downloadable, not cached
+    path = config_file(lambda c: c["roles"].update(detector={"backend": "owlv2", "model": missing}))
+    rc, err = _run(["run", "--config", str(path)], capsys)
+    assert rc == 2 and "Traceback" not in err, err
+    (line,) = err.strip().splitlines()  # transformers' message spans two lines: one here
+    assert line.startswith("edct: configuration error: roles.detector (backend 'owlv2'): ")
+    assert "offline" in line  # (the detector factory names the backend, transformers the cause)

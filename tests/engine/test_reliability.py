@@ -172,3 +172,27 @@ def test_fail_on_unscored_compares_the_fraction(limit: float, expected: int) -> 
         SampleRecord(sample=s, status="error", reason="x")
     ] * 3
     assert finish(records, limit) == expected
+
+
+def test_a_dead_target_server_is_named_with_its_cause_on_the_console(tmp_path: Path, capsys) -> None:
+    import socket
+
+    import yaml
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    target = {
+        "backend": "openai-chat",
+        "model": "m",
+        "base_url": f"http://127.0.0.1:{port}/v1",
+        "max_retries": 0,
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(_config(tmp_path, "out", n=2, target=target).model_dump(mode="json")))
+    rc = main(["run", "--config", str(path)])
+    err = capsys.readouterr().err
+    assert rc == 3
+    line = next(x for x in err.splitlines() if x.startswith("edct: not scored:"))
+    assert "2 error (target failed at baseline)" in line
+    assert "Connection refused" in line or "connection failed" in line, line

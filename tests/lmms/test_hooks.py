@@ -75,16 +75,31 @@ def test_entry_point_registers_model_and_task_folder():
     assert get_model("edct_reference").__name__ == "EdctReference"
 
 
-def test_bench_tasks_say_how_to_configure_data(monkeypatch, tmp_path):
+def test_bench_tasks_say_how_to_configure_data_before_building_anything(monkeypatch, tmp_path):
     import datasets
 
     monkeypatch.delenv(documents.ENV_DATA, raising=False)
-    monkeypatch.setenv(lmms_settings.ENV_WORK_DIR, str(tmp_path))
+    monkeypatch.delenv(lmms_settings.ENV_WORK_DIR, raising=False)
+    monkeypatch.delenv("EDCT_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
     stub = datasets.Dataset.from_list([{documents.STUB_COLUMN: "x"}])
     with pytest.raises(documents.TaskLoadError, match="EDCT_BENCH_DATA") as err:
         documents.okvqa_docs(stub)
     assert err.value.code == 2
-    lmms_settings.release()
+    # no roles built, no stage cache opened: no empty ./runs/edct-lmms/cache left behind
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_stage_cache_folder_is_announced(monkeypatch, tmp_path, capsys):
+    monkeypatch.delenv(lmms_settings.ENV_WORK_DIR, raising=False)
+    config = calibration_config(n=2, output_dir=tmp_path / "default")
+    lmms_settings.build_settings(config).close()
+    err = capsys.readouterr().err
+    assert f"stage cache and edited images in {tmp_path / 'default' / 'cache'}" in err
+    assert "set EDCT_WORK_DIR to put them elsewhere" in err
+    monkeypatch.setenv(lmms_settings.ENV_WORK_DIR, str(tmp_path / "mine"))
+    lmms_settings.build_settings(config).close()
+    assert f"in {tmp_path / 'mine'} ($EDCT_WORK_DIR)" in capsys.readouterr().err
 
 
 def test_bench_tasks_filter_a_built_dataset(tmp_path, monkeypatch, hook_settings):

@@ -216,3 +216,13 @@ def test_an_output_snapped_to_the_pipeline_grid_is_resized_back(saved_pipeline, 
 def test_bad_diffusers_options(saved_pipeline, offline, options, message) -> None:
     with pytest.raises(OptionsError, match=message):
         FACTORIES["editor"]["diffusers"]({**OPTIONS, "model": str(saved_pipeline), **options})
+
+
+def test_a_pipeline_that_cannot_be_loaded_is_an_options_error() -> None:
+    """Not cached while offline (or gated, or no such repo): one message saying what to do."""
+    from model_adapters import diffusers_editor
+
+    with pytest.raises(OptionsError, match=r"cannot load edct-test/kontext-not-in-any-cache .*HF_TOKEN"):
+        diffusers_editor.from_options(
+            {"pipeline": "flux-kontext", "model": "edct-test/kontext-not-in-any-cache", "device": "cpu"}
+        )

@@ -96,11 +96,11 @@
     {key: "id", label: "sample", sortable: true},
     {key: "domain", label: "domain", sortable: true},
     {key: "status", label: "status", sortable: true},
+    {key: "reason", label: "exclusion / reason", sortable: true},
     {key: "ccs_binary", label: "CCS binary", sortable: true, numeric: true},
     {key: "ccs_graded", label: "CCS graded", sortable: true, numeric: true},
     {key: "acef", label: "AC / EF per step", sortable: false},
     {key: "question", label: "question", sortable: true},
-    {key: "reason", label: "exclusion / reason", sortable: true},
   ];
 
   function distinct(rows, key) {
@@ -139,7 +139,8 @@
   function renderIndex() {
     var rows = data.rows;
     var run = data.run || {};
-    document.title = "EDCT audit report" + (run.source ? ": " + run.source : "");
+    document.title = "EDCT audit report" + (run.model ? ": " + run.model : run.source ? ": " + run.source : "");
+    app.classList.add("wide"); // the index's table needs the width: the reason column stays in view
     var state = readHash();
     state.sort = state.sort || "";
     state.dir = state.dir || "asc";
@@ -178,7 +179,7 @@
       }));
 
     app.appendChild(h("header", null,
-      h("h1", null, "EDCT audit report"),
+      h("h1", null, "EDCT audit report" + (run.model ? ": " : ""), run.model ? h("span", {id: "model"}, run.model) : null),
       run.source ? h("p", {className: "muted text"}, run.source) : null,
       summary));
     app.appendChild(h("section", {className: "card"},
@@ -212,11 +213,11 @@
         h("td", null, h("a", {href: r.page, className: "sample-link"}, r.id)),
         h("td", null, r.domain),
         h("td", null, badge(r.status, r.status)),
-        h("td", {className: "num"}, num(r.ccs_binary)),
-        h("td", {className: "num"}, num(r.ccs_graded)),
+        h("td", {className: "reason"}, h("div", {className: "clip"}, r.reason || "")),
+        h("td", {className: "num ccs-binary"}, num(r.ccs_binary)),
+        h("td", {className: "num ccs-graded"}, num(r.ccs_graded)),
         h("td", {className: "steps-cell"}, steps.length ? steps : "—"),
-        h("td", {className: "question"}, h("div", {className: "clip"}, r.question)),
-        h("td", {className: "reason"}, h("div", {className: "clip"}, r.reason || "")));
+        h("td", {className: "question"}, h("div", {className: "clip"}, r.question)));
     }
 
     function update() {
