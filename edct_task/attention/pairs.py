@@ -118,7 +118,9 @@ def read_pairs(source: Path) -> tuple[list[Pair], str]:
     """
     source = Path(source)
     if not source.is_dir():
-        raise BenchDataError(f"{source}: not a folder (give an export-counterfactuals folder or a run folder)")
+        raise BenchDataError(
+            f"{source}: not a folder (give an export-counterfactuals folder or a run folder)"
+        )
     if (source / MANIFEST_NAME).is_file() and (source / JSONL_NAME).is_file():
         pairs, kind = _from_export(source), "export"
     else:

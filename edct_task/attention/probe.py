@@ -58,7 +58,9 @@ def resolve_layers(n_layers: int, spec: str | None = None) -> tuple[int, ...]:
     for part in spec.split(","):
         m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
         if not m:
-            raise ConfigError(f"--layers {spec!r}: give indices (7-12 or 7,9,12) or a relative band (0.19-0.33)")
+            raise ConfigError(
+                f"--layers {spec!r}: give indices (7-12 or 7,9,12) or a relative band (0.19-0.33)"
+            )
         a, b = int(m[1]), int(m[2] or m[1])
         if a > b:
             raise ConfigError(f"--layers {spec!r}: range {a}-{b} runs backwards")
@@ -86,7 +88,9 @@ def text_layers(model: Any) -> Any:
         except AttributeError:
             continue
         return obj
-    raise ConfigError(f"{type(inner).__name__}: no language-model decoder layers found to read attention from")
+    raise ConfigError(
+        f"{type(inner).__name__}: no language-model decoder layers found to read attention from"
+    )
 
 
 @contextlib.contextmanager
@@ -175,7 +179,10 @@ class VLMProbe:
         if system_prompt:
             messages.append({"role": "system", "content": [{"type": "text", "text": system_prompt}]})
         messages.append(
-            {"role": "user", "content": [{"type": "image", "image": image}, {"type": "text", "text": question}]}
+            {
+                "role": "user",
+                "content": [{"type": "image", "image": image}, {"type": "text", "text": question}],
+            }
         )
         text = self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         return self.processor(text=[text], images=[image], return_tensors="pt").to(self.device)

@@ -202,9 +202,7 @@ def export_counterfactuals(
             masks[p["id"]] = mask
             if p["new_answer"] is None:
                 continue
-            fields = {
-                k: v for k, v in p.items() if k not in ("original_image", "edited_image", "gate_maps")
-            }
+            fields = {k: v for k, v in p.items() if k not in ("original_image", "edited_image", "gate_maps")}
             lines.append(
                 json.dumps(
                     {

@@ -15,6 +15,8 @@
 ``edct audit RUN --out DIR``  a static HTML audit report of a run (opens from file://)
 ``edct annotate RUN --annotator NAME``   local web app for the human validation of interventions
 ``edct agreement LABELS.jsonl… --run RUN``   Table 4: human–human, human–EDCT and gate–human agreement
+``edct attention EXPORT --model DIR --out OUT``   attention saliency and localization on counterfactual pairs
+``edct finetune EXPORT --model DIR --out OUT``    LoRA / Q-LoRA on counterfactual pairs with gold answers
 
 Each command module exposes ``add_parser(subparsers)`` and ``run(args) -> int``; ``COMMANDS``
 lists them. User errors (``ConfigError``, ``BenchDataError``, ``CacheSchemaError``) exit 2 with one
@@ -49,6 +51,7 @@ COMMANDS = (
     "audit",
     "annotate",
     "agreement",
+    "analysis",
 )
 """Modules of ``edct_task.cli``, each adding one or more sub-commands."""
 
