@@ -26,7 +26,7 @@ from PIL import Image
 from edct_task.attention.overlay import overlay, side_by_side
 from edct_task.attention.pairs import Pair, load_mask
 from edct_task.attention.probe import VLMProbe
-from edct_task.attention.saliency import Recipe, localization, saliency_grid, upscale
+from edct_task.attention.saliency import PAPER_RECIPE, Recipe, localization, saliency_grid, upscale
 from edct_task.bench_data.format import BenchDataError
 from edct_task.scoring.statistics import bootstrap_ci
 
@@ -93,7 +93,7 @@ def map_pair(
     probe: VLMProbe,
     pair: Pair,
     *,
-    recipe: Recipe = Recipe(),
+    recipe: Recipe = PAPER_RECIPE,
     max_new_tokens: int = 16,
     stats: dict[str, int] | None = None,
 ) -> PairMaps:
@@ -193,7 +193,7 @@ def run_pairs(
     probe: VLMProbe,
     pairs: Sequence[Pair],
     *,
-    recipe: Recipe = Recipe(),
+    recipe: Recipe = PAPER_RECIPE,
     max_new_tokens: int = 16,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[list[PairMaps], dict[str, int]]:

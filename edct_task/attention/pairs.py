@@ -52,10 +52,7 @@ def load_mask(path: Path, size: tuple[int, int]) -> np.ndarray:
     from verification.gate_maps import unpack_gate_maps
 
     with Image.open(path) as img:
-        if img.mode == "RGB":
-            mask = unpack_gate_maps(img).mask
-        else:
-            mask = np.asarray(img.convert("L")) > 127
+        mask = unpack_gate_maps(img).mask if img.mode == "RGB" else np.asarray(img.convert("L")) > 127
     if (mask.shape[1], mask.shape[0]) != tuple(size):
         raise BenchDataError(
             f"{path}: mask is {mask.shape[1]}×{mask.shape[0]}, the image {size[0]}×{size[1]}"

@@ -52,7 +52,8 @@ def summary_markdown(document: dict[str, Any]) -> str:
         f"| counterfactual | {_ci(s['localization']['counterfactual'])} |",
         f"| counterfactual − original | {_ci(s['difference_counterfactual_minus_original'])} |",
         "",
-        f"More localized on the counterfactual in {s['counterfactual_more_localized']} of {s['scored_pairs']} pairs. "
+        f"More localized on the counterfactual in {s['counterfactual_more_localized']} of "
+        f"{s['scored_pairs']} pairs. "
         "Localization = share of saliency mass inside M / M's share of the image (1 = spread evenly).",
         "",
         "| pair | answer (original) | answer (counterfactual) | loc. original | loc. counterfactual | note |",
@@ -92,7 +93,8 @@ def summary_html(document: dict[str, Any]) -> str:
         rows.append(
             "<tr>"
             f"<td>{text(p['id'])}<div class='muted text'>{text(p['question'])}</div></td>"
-            f"<td class='text'>{text(o.get('answer', ''))}</td><td class='text'>{text(c.get('answer', ''))}</td>"
+            f"<td class='text'>{text(o.get('answer', ''))}</td>"
+            f"<td class='text'>{text(c.get('answer', ''))}</td>"
             f"<td>{_fmt(o.get('localization'))}</td><td>{_fmt(c.get('localization'))}</td>"
             f"<td>{picture}</td></tr>"
         )
@@ -109,7 +111,8 @@ def summary_html(document: dict[str, Any]) -> str:
         f"<title>Attention localization — {text(document['model'])}</title>"
         "<link rel='stylesheet' href='audit.css'></head><body><main>"
         f"<h1>Attention localization — {text(document['model'])}</h1>"
-        f"<p class='muted'>layers {text(document['layers'])} · recipe {text(json.dumps(document['recipe']))} · "
+        f"<p class='muted'>layers {text(document['layers'])} · "
+        f"recipe {text(json.dumps(document['recipe']))} · "
         f"{s['scored_pairs']} of {s['pairs']} pairs scored on both sides, {s['errors']} errors, "
         f"{s['no_mask']} without mask M. Localization = saliency mass inside the edit mask M / M's share "
         "of the image (1 = spread evenly); mean with 95% bootstrap CI. Overlays: original | "
@@ -131,7 +134,8 @@ def write_attention_folder(
         (tmp / OVERLAYS).mkdir()
         for r in results:
             if r.error is None and all(s in r.sides for s in SIDES):
-                name = f"{OVERLAYS}/{len(document['pairs']):04d}-{''.join(c if c.isalnum() or c in '-_' else '_' for c in r.pair.id)}.png"
+                safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in r.pair.id)
+                name = f"{OVERLAYS}/{len(document['pairs']):04d}-{safe}.png"
                 overlay_png(r).save(tmp / name)
                 r.overlay = name
             document["pairs"].append(r.as_dict())

@@ -33,7 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 from PIL import Image
 
-__all__ = ["Localization", "Recipe", "localization", "saliency_grid", "upscale"]
+__all__ = ["PAPER_RECIPE", "Localization", "Recipe", "localization", "saliency_grid", "upscale"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,10 @@ class Recipe:
         return asdict(self)
 
 
+PAPER_RECIPE = Recipe()
+"""The paper's values: cut at the 25th percentile, square."""
+
+
 def _check_attention(attention: NDArray[Any], grid: tuple[int, int]) -> NDArray[np.float64]:
     arr = np.asarray(attention, dtype=np.float64)
     if arr.ndim != 3:
@@ -62,7 +66,7 @@ def _check_attention(attention: NDArray[Any], grid: tuple[int, int]) -> NDArray[
 
 
 def saliency_grid(
-    attention: NDArray[Any], grid: tuple[int, int], recipe: Recipe = Recipe()
+    attention: NDArray[Any], grid: tuple[int, int], recipe: Recipe = PAPER_RECIPE
 ) -> NDArray[np.float64]:
     """The saliency of the image tokens (steps 1–5 of the module notes), on the token grid.
 

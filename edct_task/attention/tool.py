@@ -10,7 +10,7 @@ from edct_task.attention.analyse import memory_report, run_pairs, summarise
 from edct_task.attention.pairs import read_pairs
 from edct_task.attention.probe import VLMProbe, text_layers
 from edct_task.attention.report import write_attention_folder
-from edct_task.attention.saliency import Recipe
+from edct_task.attention.saliency import PAPER_RECIPE, Recipe
 from edct_task.bench_data.format import BenchDataError
 
 __all__ = ["AttentionRequest", "run_attention"]
@@ -28,7 +28,7 @@ class AttentionRequest:
     dtype: str = "auto"
     adapter: Path | None = None
     max_new_tokens: int = 16
-    recipe: Recipe = Recipe()
+    recipe: Recipe = PAPER_RECIPE
     overwrite: bool = False
     seed: int = 0
 
