@@ -14,7 +14,8 @@ The recipe, step by step (:func:`saliency_grid`):
    own level (attention sinks lift every token of some layers) is removed.
 3. **Weight heads by their variance**: ``w[l, h] = var_n A[l, h] / Σ_h var_n A[l, h]`` (uniform
    when a layer's heads are all flat); ``S[n] = mean_l Σ_h w[l, h] D[l, h, n]``.
-4. **Sharpen**: ``S = max(S, 0)²`` (attention below the layer's mean carries no evidence).
+4. **Sharpen**: ``S = max(S, 0)²`` (attention below the layer's mean carries no evidence; values
+   within 1e-9 of the largest attention of 0 count as 0, so a flat map stays empty).
 5. **Denoise**: values below the 25th percentile of ``S`` become 0.
 6. **Bicubic upscale** (:func:`upscale`) of the token grid onto the image, clipped at 0 (bicubic
    overshoots) and scaled so its maximum is 1.
@@ -90,7 +91,9 @@ def saliency_grid(
     total = var.sum(axis=1, keepdims=True)
     weights = np.where(total > 0, var / np.where(total > 0, total, 1.0), 1.0 / a.shape[1])
     s = np.einsum("lh,lhn->n", weights, centred) / a.shape[0]
-    s = np.maximum(s, 0.0) ** recipe.power
+    # rounding residue of the mean subtraction (a flat map leaves ±1e-17, not 0) is not evidence
+    s[s <= 1e-9 * float(np.abs(a).max(initial=0.0))] = 0.0
+    s = s**recipe.power
     if s.any():
         s[s < np.percentile(s, recipe.percentile)] = 0.0
     return s.reshape(grid)
