@@ -20,6 +20,7 @@ Steps:
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import time
 from collections.abc import Callable
@@ -81,6 +82,11 @@ def load_for_training(request: FinetuneRequest) -> tuple[Any, Any, str]:
             from peft import prepare_model_for_kbit_training
             from transformers import BitsAndBytesConfig
 
+            if importlib.util.find_spec("bitsandbytes") is None:
+                raise ConfigError(
+                    "Q-LoRA on CUDA needs bitsandbytes: pip install 'edct-bench[qlora]' (or --no-quantize)"
+                )
+
             quant = BitsAndBytesConfig(
                 load_in_4bit=True,
                 bnb_4bit_quant_type="nf4",
@@ -103,6 +109,12 @@ def load_for_training(request: FinetuneRequest) -> tuple[Any, Any, str]:
 
 
 def _check(request: FinetuneRequest) -> None:
+    missing = [name for name in ("peft", "trl") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ConfigError(
+            f"edct finetune needs {' and '.join(missing)}: pip install 'edct-bench[finetune]' "
+            "(or '[qlora]' for 4-bit Q-LoRA on CUDA)"
+        )
     if Path(request.out).exists() and not request.overwrite:
         raise BenchDataError(f"{request.out}: already exists (pass --overwrite to replace it)")
     if not 0.0 < request.held_out < 1.0:
