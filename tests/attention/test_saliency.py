@@ -108,3 +108,15 @@ def test_layers_default_to_the_papers_relative_band(n, spec, layers):
 def test_bad_layer_specs_are_config_errors(spec, match):
     with pytest.raises(ConfigError, match=match):
         resolve_layers(36, spec)
+
+
+def test_memory_estimate_for_qwen3_vl_8b():
+    from edct_task.attention.memory import QWEN3_VL_8B, estimate, image_tokens
+
+    tokens = image_tokens(1600, 900, QWEN3_VL_8B)  # DriveLM front camera → 28 × 50 merged patches
+    assert tokens == 1400
+    e = estimate(QWEN3_VL_8B, tokens + 60)
+    assert e["weights_bytes"] == 2 * 8_767_123_696
+    assert e["one_layer_eager_bytes"] == 32 * 1460**2 * 8  # bf16 scores + fp32 softmax + bf16 copy
+    assert e["output_attentions_kept_bytes"] == 36 * 32 * 1460**2 * 2
+    assert e["output_attentions_kept_bytes"] / e["one_layer_eager_bytes"] == pytest.approx(9.0)
