@@ -68,12 +68,11 @@ def build_8b_shape(processor_dir: Path, device: str):
         vision_end_token_id=tiny["vision_end_token_id"],
         tie_word_embeddings=False,
     )
-    config.text_config._attn_implementation = "eager"
-    config.vision_config._attn_implementation = "sdpa"
     torch.set_default_dtype(torch.bfloat16)
     with torch.device(device):
         model = Qwen3VLForConditionalGeneration(config).eval()
     torch.set_default_dtype(torch.float32)
+    model.set_attn_implementation({"text_config": "eager", "vision_config": "sdpa"})
     return model, processor
 
 

@@ -97,11 +97,14 @@ def run(args: argparse.Namespace) -> int:
         )
         s = doc["summary"]
         loc = s["localization"]
+        mem = doc["memory"]
+        print(f"wrote {args.out}/attention.json, summary.md, index.html, overlays/")
+        peak = mem.get("peak_cuda_allocated_bytes", mem["peak_process_rss_bytes"])
         print(
             f"{s['scored_pairs']}/{s['pairs']} pairs scored (errors {s['errors']}, no mask {s['no_mask']}); "
-            f"localization original {_est(loc['original'])}, counterfactual {_est(loc['counterfactual'])}"
+            f"localization original {_est(loc['original'])}, counterfactual {_est(loc['counterfactual'])}; "
+            f"peak memory {peak / 2**30:.2f} GiB"
         )
-        print(f"wrote {args.out}/attention.json, summary.md, index.html, overlays/")
         return 0
     from edct_task.finetune.train import FinetuneRequest, run_finetune
 
@@ -129,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
         ),
         progress=lambda msg: print(msg, flush=True),
     )
+    print(f"wrote {args.out}/finetune.json, adapter/, report/")
     b, a = doc["before"]["all"], doc["after"]["held_out"]
     ratio = b["loss_ratio_counterfactual_to_original"]
     print(
@@ -138,9 +142,8 @@ def run(args: argparse.Namespace) -> int:
     )
     print(
         f"after (held-out): accuracy original {_est(a['original']['accuracy'])}, counterfactual "
-        f"{_est(a['counterfactual']['accuracy'])}"
+        f"{_est(a['counterfactual']['accuracy'])} ({doc['mode']}, {doc['device']})"
     )
-    print(f"wrote {args.out}/finetune.json, adapter/, report/")
     return 0
 
 
