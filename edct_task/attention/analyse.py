@@ -152,6 +152,7 @@ def summarise(results: Sequence[PairMaps], *, seed: int = 0) -> dict[str, Any]:
         for r in results
         if not r.error and all(r.sides.get(s) and r.sides[s].score is not None for s in SIDES)
     ]
+    scored = {id(r) for r in both}
     scores = {s: np.array([r.sides[s].score for r in both], dtype=np.float64) for s in SIDES}
     diff = scores["counterfactual"] - scores["original"]
     return {
@@ -159,8 +160,7 @@ def summarise(results: Sequence[PairMaps], *, seed: int = 0) -> dict[str, Any]:
         "errors": sum(r.error is not None for r in results),
         "no_mask": sum(r.error is None and r.pair.edit_mask is None for r in results),
         "no_saliency": sum(
-            r.error is None and r.pair.edit_mask is not None and len(r.sides) == 2 and r not in both
-            for r in results
+            r.error is None and r.pair.edit_mask is not None and id(r) not in scored for r in results
         ),
         "scored_pairs": len(both),
         "localization": {s: bootstrap_ci(scores[s], seed=seed).as_dict() for s in SIDES},

@@ -96,17 +96,30 @@ def test_model_text_is_escaped_and_a_broken_image_costs_one_pair(tiny_qwen3_vl, 
     lines = [json.loads(x) for x in (src / "counterfactuals.jsonl").read_text().splitlines()]
     lines[0]["question"] = "<script>alert(1)</script> What sport?"
     (src / lines[1]["edited_image"]).write_bytes(b"\x89PNG\r\n\x1a\n broken")
+    lines[3]["edit_mask"] = None  # an export written before masks travelled with the pairs
     (src / "counterfactuals.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     out = tmp_path / "att"
     assert (
-        main(["attention", str(src), "--model", str(tiny_qwen3_vl), "--out", str(out), "--max-pairs", "3"])
+        main(["attention", str(src), "--model", str(tiny_qwen3_vl), "--out", str(out), "--max-pairs", "4"])
         == 0
     )
     page = (out / "index.html").read_text()
     assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     doc = json.loads((out / "attention.json").read_text())
-    assert [p["error"] is not None for p in doc["pairs"]] == [False, True, False]
-    assert doc["summary"]["errors"] == 1 and doc["summary"]["scored_pairs"] == 2
+    assert [p["error"] is not None for p in doc["pairs"]] == [False, True, False, False]
+    assert "Error" in doc["pairs"][1]["error"]
+    assert doc["pairs"][3]["original"]["localization"] is None and doc["pairs"][3]["overlay"]
+    s = doc["summary"]
+    assert (s["errors"], s["no_mask"], s["scored_pairs"]) == (1, 1, 2)
+
+
+def test_a_run_folder_gives_the_same_pairs_and_masks_as_its_export(export_dir):
+    from_run, kind = read_pairs(export_dir.parent / "run")
+    from_export, _ = read_pairs(export_dir)
+    assert kind == "run" and [p.id for p in from_run] == [p.id for p in from_export]
+    for a, b in zip(from_run, from_export, strict=True):
+        size = Image.open(a.original_image).size
+        np.testing.assert_array_equal(load_mask(a.edit_mask, size), load_mask(b.edit_mask, size))
 
 
 def test_user_errors_exit_2_before_loading_a_model(tmp_path, capsys):
