@@ -15,6 +15,7 @@
 ``edct audit RUN --out DIR``  a static HTML audit report of a run (opens from file://)
 ``edct annotate RUN --annotator NAME``   local web app for the human validation of interventions
 ``edct agreement LABELS.jsonl… --run RUN``   Table 4: human–human, human–EDCT and gate–human agreement
+``edct tiny-vlm train|path|agreement``   a tiny Qwen3-VL trained on the calibration world
 
 Each command module exposes ``add_parser(subparsers)`` and ``run(args) -> int``; ``COMMANDS``
 lists them. User errors (``ConfigError``, ``BenchDataError``, ``CacheSchemaError``) exit 2 with one
@@ -49,6 +50,7 @@ COMMANDS = (
     "audit",
     "annotate",
     "agreement",
+    "tiny_vlm",
 )
 """Modules of ``edct_task.cli``, each adding one or more sub-commands."""
 
