@@ -190,3 +190,14 @@ def generate_samples(n: int = 300, seed: int = 0) -> list[CalibrationSample]:
         )
         counters[family] += 1
     return samples
+
+
+def random_scene(family: str, rng: random.Random, *, context: str | None = None) -> Scene:
+    """A scene of ``family`` with a uniformly drawn configuration and layout.
+
+    ``context`` None pairs the tint with the configuration, as ``generate_samples`` does; any
+    other tint decorrelates the two (training data that must not teach the context shortcut).
+    """
+    config = rng.choice(world.configs(family))
+    tint = context_of(family, config) if context is None else context
+    return Scene(family, tint, rng.randrange(2**31), _build(family, config, rng))

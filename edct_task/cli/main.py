@@ -17,6 +17,7 @@
 ``edct agreement LABELS.jsonl… --run RUN``   Table 4: human–human, human–EDCT and gate–human agreement
 ``edct attention EXPORT --model DIR --out OUT``   attention saliency and localization on counterfactual pairs
 ``edct finetune EXPORT --model DIR --out OUT``    LoRA / Q-LoRA on counterfactual pairs with gold answers
+``edct tiny-vlm train|path|agreement``   a tiny Qwen3-VL trained on the calibration world
 
 Each command module exposes ``add_parser(subparsers)`` and ``run(args) -> int``; ``COMMANDS``
 lists them. User errors (``ConfigError``, ``BenchDataError``, ``CacheSchemaError``) exit 2 with one
@@ -52,6 +53,7 @@ COMMANDS = (
     "annotate",
     "agreement",
     "analysis",
+    "tiny_vlm",
 )
 """Modules of ``edct_task.cli``, each adding one or more sub-commands."""
 
