@@ -4,7 +4,8 @@ The assistant turns of an export are the *target model's* answers, not gold labe
 finetune`` needs gold answers for the original and for the counterfactual of every pair:
 
 - **calibration pairs**: the calibration world knows them — every calibration image carries its
-  scene graph, and the scene's rule gives the answer (:meth:`Scene.answer`);
+  scene graph, and the scene's rule gives the answer (:meth:`Scene.answer`), written as the
+  world's reference models write it (``world.ANSWER_TEXT``: "Stop.", "Table tennis.");
 - **real data**: a label file (JSONL, one line per pair: ``{"id": "<pair id>", "original": "...",
   "counterfactual": "..."}``), as the paper annotated its 48 DriveLM items. A label file wins over
   the calibration world when both know a pair.
@@ -79,7 +80,7 @@ def read_label_file(path: Path) -> dict[str, Gold]:
 def _world_answer(path: Path) -> str | None:
     with Image.open(path) as img:
         scene = scene_of(img)
-    return None if scene is None else scene.answer()
+    return None if scene is None else world.ANSWER_TEXT[scene.answer()]
 
 
 def gold_labels(pairs: list[Pair], label_file: Path | None = None) -> tuple[dict[str, Gold], list[str]]:

@@ -9,6 +9,7 @@ import pytest
 
 from edct_task.attention.pairs import Pair
 from edct_task.bench_data.format import BenchDataError
+from edct_task.calibration import world
 from edct_task.calibration.scenes import generate_samples
 from edct_task.finetune.data import items_of, split_pairs, trl_row
 from edct_task.finetune.labels import Gold, gold_labels, is_correct, normalise, read_label_file
@@ -55,7 +56,9 @@ def test_calibration_pairs_are_labelled_by_the_world_and_a_label_file_wins(tmp_p
     gold, missing = gold_labels(pairs)
     assert missing == ["real-1-step1"]
     assert gold[pairs[0].id] == Gold(
-        samples[0].expected_answer, samples[1].expected_answer, "calibration-world"
+        world.ANSWER_TEXT[samples[0].expected_answer],
+        world.ANSWER_TEXT[samples[1].expected_answer],
+        "calibration-world",
     )
     labels = tmp_path / "labels.jsonl"
     labels.write_text(json.dumps({"id": "real-1-step1", "original": "2", "counterfactual": "3"}) + "\n")
