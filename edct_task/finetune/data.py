@@ -24,7 +24,7 @@ from PIL import Image
 from edct_task.attention.pairs import Pair
 from edct_task.finetune.labels import Gold
 
-__all__ = ["Item", "items_of", "split_pairs", "trl_row"]
+__all__ = ["AnswerOnlyLabels", "Item", "items_of", "split_pairs", "trl_row"]
 
 Side = Literal["original", "counterfactual"]
 
@@ -84,3 +84,28 @@ def trl_row(item: Item) -> dict[str, Any]:
         "prompt": prompt,
         "completion": [{"role": "assistant", "content": item.gold}],
     }
+
+
+class AnswerOnlyLabels:
+    """A collator wrapper: labels stop at the end-of-turn token that closes the answer.
+
+    TRL renders the completion with the chat template, which writes a newline after
+    ``<|im_end|>``; a chat model never predicts it (generation stops at ``<|im_end|>``), so it would
+    add several nats to every item's loss and hide what the paper measures (the loss of the
+    answer). Labels after the first end-of-turn token of each row become -100, in training and in
+    the before/after losses alike.
+    """
+
+    def __init__(self, collator: Any, end_token_id: int) -> None:
+        self.collator = collator
+        self.end_token_id = int(end_token_id)
+
+    def __call__(self, examples: list[dict[str, Any]]) -> Any:
+        import torch
+
+        batch = self.collator(examples)
+        labels = batch["labels"]
+        is_end = (labels == self.end_token_id).int()
+        after_end = (torch.cumsum(is_end, dim=1) - is_end) > 0
+        batch["labels"] = labels.masked_fill(after_end, -100)
+        return batch

@@ -32,7 +32,7 @@ from edct_task.attention.pairs import read_pairs
 from edct_task.attention.probe import VLMProbe
 from edct_task.bench_data.format import BenchDataError
 from edct_task.bench_data.output import write_folder
-from edct_task.finetune.data import Item, items_of, split_pairs, trl_row
+from edct_task.finetune.data import AnswerOnlyLabels, Item, items_of, split_pairs, trl_row
 from edct_task.finetune.evaluate import accuracy, item_losses, localization_summary, side_numbers
 from edct_task.finetune.labels import gold_labels
 from edct_task.roles import ConfigError
@@ -217,9 +217,12 @@ def _train(
     )
     train_set = datasets.Dataset.from_list([trl_row(it) for it in fit_items])
     trainer = SFTTrainer(model=model, args=config, train_dataset=train_set, processing_class=processor)
-    trainer.remove_callback(
-        PrinterCallback
-    )  # the losses go to finetune.json, not one dict per step on stdout
+    trainer.remove_callback(PrinterCallback)  # the step losses go to finetune.json, not to stdout
+    tokenizer = processor.tokenizer
+    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    trainer.data_collator = AnswerOnlyLabels(
+        trainer.data_collator, end if isinstance(end, int) and end >= 0 else tokenizer.eos_token_id
+    )
     probe = VLMProbe(model, processor, layers=request.layers)
 
     def evaluate(

@@ -116,3 +116,16 @@ def test_items_take_each_original_once_and_rows_are_trl_prompt_completion(tmp_pa
     assert row["prompt"] == [{"role": "user", "content": "Q?"}]
     assert row["completion"] == [{"role": "assistant", "content": "go1"}]
     assert row["images"][0].size == samples[0].image.size
+
+
+def test_answer_only_labels_stop_at_the_end_of_turn_token():
+    import torch
+
+    from edct_task.finetune.data import AnswerOnlyLabels
+
+    def collator(_examples):
+        labels = torch.tensor([[-100, -100, 5, 6, 9, 7, 9], [-100, 5, 9, 7, -100, -100, -100]])
+        return {"labels": labels, "input_ids": labels.clamp(min=0)}
+
+    out = AnswerOnlyLabels(collator, end_token_id=9)([{}])
+    assert out["labels"].tolist() == [[-100, -100, 5, 6, 9, -100, -100], [-100, 5, 9, -100, -100, -100, -100]]
