@@ -98,3 +98,29 @@ def test_pairs_without_gold_answers_exit_2_before_training(tiny_qwen3_vl, export
         == 2
     )
     assert "line 1" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_both_tools_run_on_the_trained_tiny_faithful_vlm(export_dir, tmp_path):
+    """The tiny Qwen3-VL trained on the calibration world (issue 22) answers in the world's words."""
+    from edct_task.calibration import world
+    from edct_task.tiny_vlm.store import checkpoint_path
+
+    model, _ = checkpoint_path("faithful", log=lambda _: None)
+    att = tmp_path / "att"
+    assert (
+        main(["attention", str(export_dir), "--model", str(model), "--out", str(att), "--max-pairs", "4"])
+        == 0
+    )
+    doc = json.loads((att / "attention.json").read_text())
+    for p in doc["pairs"]:
+        family = world.family_of_question(p["question"])
+        for side in ("original", "counterfactual"):
+            assert world.parse_answer(family, p[side]["answer"]) is not None, p[side]["answer"]
+    assert doc["summary"]["scored_pairs"] >= 3  # a map can be empty (no token above its layer's mean)
+    ft = tmp_path / "ft"
+    assert main(["finetune", str(export_dir), "--model", str(model), "--out", str(ft), "--epochs", "1"]) == 0
+    before = json.loads((ft / "finetune.json").read_text())["before"]["all"]
+    assert (
+        before["original"]["accuracy"]["estimate"] > 0 and before["loss_ratio_counterfactual_to_original"] > 0
+    )
