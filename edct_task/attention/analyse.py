@@ -7,8 +7,9 @@ position's attention to the image tokens at the selected layers, the paper's sal
 cannot be read, or whose pass fails, costs that pair only: it is recorded with its reason.
 
 The summary compares the two sides over the pairs scored on both: mean localization with a 95%
-percentile-bootstrap CI each, the paired difference (counterfactual − original) with its CI, and
-how many pairs are more localized on the counterfactual.
+percentile-bootstrap CI each, the paired difference (counterfactual − original) with its CI, how
+many pairs are more localized on the counterfactual, and the two means per edit type (after a
+REMOVE the counterfactual's M holds nothing to look at, so its score reads differently).
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ class PairMaps:
             "step": p.step,
             "question": p.question,
             "run_answers": {"original": p.original_answer, "counterfactual": p.new_answer},
+            "edit_type": p.edit_type,
             "has_mask": p.edit_mask is not None,
             "error": self.error,
             "overlay": self.overlay,
@@ -167,6 +169,15 @@ def summarise(results: Sequence[PairMaps], *, seed: int = 0) -> dict[str, Any]:
         "difference_counterfactual_minus_original": bootstrap_ci(diff, seed=seed).as_dict(),
         "counterfactual_more_localized": int((diff > 0).sum()),
         "mean_mask_share": float(np.mean([r.sides["original"].mask_share for r in both])) if both else None,
+        "by_edit_type": {
+            kind: {
+                side: bootstrap_ci(
+                    np.array([r.sides[side].score for r in both if r.pair.edit_type == kind]), seed=seed
+                ).as_dict()
+                for side in SIDES
+            }
+            for kind in sorted({r.pair.edit_type for r in both if r.pair.edit_type})
+        },
     }
 
 

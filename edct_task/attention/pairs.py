@@ -39,6 +39,8 @@ class Pair:
     """The target's answer on the original in the run (not a gold label)."""
     new_answer: str | None
     """The target's answer on the counterfactual in the run (not a gold label)."""
+    edit_type: str | None = None
+    """ADD, MODIFY or REMOVE as the gate parsed edit j (None in exports before version 2)."""
 
 
 def load_mask(path: Path, size: tuple[int, int]) -> np.ndarray:
@@ -79,6 +81,7 @@ def _from_export(folder: Path) -> list[Pair]:
                     edit_mask=None if mask is None else folder / mask,
                     original_answer=row.get("original_answer"),
                     new_answer=row.get("new_answer"),
+                    edit_type=row.get("edit_type"),
                 )
             )
         except (ValueError, KeyError, TypeError) as exc:
@@ -100,6 +103,7 @@ def _from_run(folder: Path) -> list[Pair]:
             edit_mask=None if r["gate_maps"] is None else Path(r["gate_maps"]),
             original_answer=r["original_answer"],
             new_answer=r["new_answer"],
+            edit_type=r["edit_type"],
         )
         for r in rows
     ]

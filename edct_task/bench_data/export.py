@@ -70,6 +70,7 @@ def features() -> Any:
             "r_in": datasets.Value("float64"),
             "r_out": datasets.Value("float64"),
             "sample_status": text,
+            "edit_type": text,
             "edit_mask": datasets.Image(),
         }
     )
@@ -138,6 +139,7 @@ def collect_pairs(
                     "r_in": attempt.check.r_in if attempt.check else None,
                     "r_out": attempt.check.r_out if attempt.check else None,
                     "sample_status": record.status,
+                    "edit_type": attempt.check.edit_type if attempt.check else None,
                     "gate_maps": _path_or_none(run.image_path(attempt.check.maps if attempt.check else None)),
                 }
             )

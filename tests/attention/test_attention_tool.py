@@ -77,6 +77,9 @@ def test_attention_command_writes_every_number(tiny_qwen3_vl, export_dir, tmp_pa
         np.mean(cf) - np.mean(orig)
     )
     assert s["counterfactual_more_localized"] == sum(c > o for o, c in zip(orig, cf, strict=True))
+    kinds = {p["edit_type"] for p in doc["pairs"]}
+    assert kinds <= {"ADD", "MODIFY", "REMOVE"} and set(s["by_edit_type"]) == kinds
+    assert sum(v["original"]["n"] for v in s["by_edit_type"].values()) == s["scored_pairs"]
     for p, pair in zip(doc["pairs"], pairs, strict=True):
         mask = load_mask(pair.edit_mask, Image.open(pair.original_image).size)
         assert p["original"]["mask_share"] == pytest.approx(mask.mean())

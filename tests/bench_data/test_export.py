@@ -82,6 +82,7 @@ def test_each_pair_carries_the_gates_edit_mask(calibration_run, tmp_path):
         np.testing.assert_array_equal(written, expected)
         np.testing.assert_array_equal(np.asarray(row["edit_mask"]) > 127, expected)
         assert written.mean() == pytest.approx(attempt.check.mask_fraction, abs=1e-9)
+        assert line["edit_type"] == row["edit_type"] == attempt.check.edit_type
 
 
 def test_only_verified_steps_and_consistent_only(calibration_run, tmp_path):
