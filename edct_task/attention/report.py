@@ -56,6 +56,19 @@ def summary_markdown(document: dict[str, Any]) -> str:
         f"{s['scored_pairs']} pairs. "
         "Localization = share of saliency mass inside M / M's share of the image (1 = spread evenly).",
         "",
+        *(
+            [
+                "| edit type | pairs | original | counterfactual |",
+                "|---|---|---|---|",
+                *(
+                    f"| {kind} | {v['original']['n']} | {_ci(v['original'])} | {_ci(v['counterfactual'])} |"
+                    for kind, v in s["by_edit_type"].items()
+                ),
+                "",
+            ]
+            if s.get("by_edit_type")
+            else []
+        ),
         "| pair | answer (original) | answer (counterfactual) | loc. original | loc. counterfactual | note |",
         "|---|---|---|---|---|---|",
     ]

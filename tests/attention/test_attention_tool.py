@@ -89,7 +89,8 @@ def test_attention_command_writes_every_number(tiny_qwen3_vl, export_dir, tmp_pa
     mem = doc["memory"]
     assert mem["largest_attention_matrix_bytes"] > 0 and mem["kept_per_map_bytes"] == 2 * 4 * 108 * 4
     assert mem["output_attentions_would_keep_bytes"] == 2 * mem["largest_attention_matrix_bytes"]
-    assert "| original |" in (out / "summary.md").read_text()
+    md = (out / "summary.md").read_text()
+    assert "| original |" in md and all(f"| {kind} | " in md for kind in kinds)
     assert "localization original" in capsys.readouterr().out
 
 
