@@ -10,7 +10,14 @@
 # `edct serve`, runs `edct run` against it and the batching benchmark, stops the server (checking
 # that none of its processes remain), and runs the tiny FLUX.1 Kontext (diffusers) and SAM2 models
 # on CUDA. One summary line per check; the exit status is the number of failed checks. Every check
-# has its own time limit; all of them together stay within 8 minutes.
+# has its own time limit; all of them together stay within 8 minutes, plus about 5 for §4.6 below.
+#
+# §4.6 tools: `edct attention` and `edct finetune` (Q-LoRA, 4-bit NF4: needs edct-bench[qlora],
+# i.e. bitsandbytes) on the tiny model and calibration counterfactuals; the attention-pass memory of
+# a model of Qwen3-VL-8B's shape (random bf16 weights built on the GPU, ~17.5 GB, nothing
+# downloaded); and both tools on the real Qwen3-VL-8B on a few pairs when a local copy is given:
+#
+#   EDCT_QWEN3_VL_8B=/models/Qwen3-VL-8B-Instruct bash benchmarks/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${EDCT_PYTHON:-python}
@@ -83,6 +90,28 @@ check kontext-cuda 180 env EDCT_TEST_DEVICE=cuda "$PY" -m pytest -q -p no:cachep
     tests/model_adapters/test_diffusers_editor.py -k "tiny_kontext_edits"
 check sam2-cuda 120 env EDCT_TEST_DEVICE=cuda "$PY" -m pytest -q -p no:cacheprovider \
     tests/verification/test_transformers_backends.py -k "sam2_gives_one"
+
+# §4.6: counterfactual pairs of a calibration run, then both tools on CUDA
+check cf-pairs 120 "$PY" -c "import sys; from pathlib import Path
+from edct_task.config import calibration_config
+from edct_task.engine.runner import run
+from edct_task.bench_data.export import export_counterfactuals
+w = Path(sys.argv[1]); run(calibration_config(n=8, output_dir=w / 'cal').model_copy(update={'progress': False}))
+print(export_counterfactuals(w / 'cal', w / 'cf').pairs, 'verified pairs exported')" "$WORK"
+check attention-tiny 180 "$PY" -m edct_task.cli.main attention "$WORK/cf" --model "$WORK/tiny-qwen3-vl" \
+    --out "$WORK/att-tiny" --device cuda
+check finetune-qlora 240 "$PY" -m edct_task.cli.main finetune "$WORK/cf" --model "$WORK/tiny-qwen3-vl" \
+    --out "$WORK/ft-tiny" --epochs 2
+check attn-mem-8b 300 "$PY" benchmarks/bench_attention_memory.py --shape qwen3-vl-8b \
+    --processor "$WORK/tiny-qwen3-vl" --device cuda --image 1600x900
+if [ -n "${EDCT_QWEN3_VL_8B:-}" ]; then
+    check attention-8b 420 "$PY" -m edct_task.cli.main attention "$WORK/cf" --model "$EDCT_QWEN3_VL_8B" \
+        --out "$WORK/att-8b" --max-pairs 4 --layers 7-12 --dtype bfloat16
+    check finetune-8b 600 "$PY" -m edct_task.cli.main finetune "$WORK/cf" --model "$EDCT_QWEN3_VL_8B" \
+        --out "$WORK/ft-8b" --max-pairs 8 --epochs 1
+else
+    line attention-8b skip "set EDCT_QWEN3_VL_8B to a local Qwen3-VL-8B-Instruct folder to run both tools on it"
+fi
 
 echo "gpu_check: $FAILED failed, $((SECONDS - START)) s, work folder $WORK"
 exit "$FAILED"

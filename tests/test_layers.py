@@ -63,3 +63,18 @@ def test_the_contract_catches_an_upward_import(tmp_path: Path) -> None:
     out = _lint_imports(tmp_path)
     assert out.returncode == 1
     assert "edct_task.core is not allowed to import edct_task.engine" in out.stdout
+
+
+def test_every_part_of_edct_task_is_in_a_layer() -> None:
+    """A new package or module cannot escape the contract by not being named in it."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    (layers,) = [c["layers"] for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers"]
+    named = {name.strip() for layer in layers for name in layer.replace(":", "|").split("|")}
+    parts = {
+        f"edct_task.{p.stem if p.is_file() else p.name}"
+        for p in (ROOT / "edct_task").iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()
+    }
+    assert parts - named == set()

@@ -159,3 +159,14 @@ def build_objects(family: str, config: world.Config, rng: random.Random) -> tupl
     offset = rng.randint(105, 125)
     tree = SceneObject("tree", car.x + (offset if b == "right" else -offset), car.y + 15, 28)
     return (car, tree)
+
+
+def random_scene(family: str, rng: random.Random, *, context: str | None = None) -> Scene:
+    """A scene of ``family`` with a uniformly drawn configuration and layout.
+
+    ``context`` None pairs the tint with the configuration, as ``generate_samples`` does; any
+    other tint decorrelates the two (training data that must not teach the context shortcut).
+    """
+    config = rng.choice(world.configs(family))
+    tint = context_of(family, config) if context is None else context
+    return Scene(family, tint, rng.randrange(2**31), build_objects(family, config, rng))

@@ -17,6 +17,9 @@
 ``edct annotate RUN --annotator NAME``   local web app for the human validation of interventions
 ``edct agreement LABELS.jsonl… --run RUN``   Table 4: human–human, human–EDCT and gate–human agreement
 ``edct presets [--show NAME]``   the shipped run-config presets
+``edct attention EXPORT --model DIR --out OUT``   attention saliency and localization on counterfactual pairs
+``edct finetune EXPORT --model DIR --out OUT``    LoRA / Q-LoRA on counterfactual pairs with gold answers
+``edct tiny-vlm train|path|agreement``   a tiny Qwen3-VL trained on the calibration world
 
 Each command module exposes ``add_parser(subparsers)`` and ``run(args) -> int``; ``COMMANDS``
 lists them. Every ``UserError`` (``edct_task.core.errors``) exits 2 with one line, here and only here.
@@ -49,6 +52,8 @@ COMMANDS = (
     "annotate",
     "agreement",
     "presets",
+    "analysis",
+    "tiny_vlm",
 )
 """Modules of ``edct_task.cli``, each adding one or more sub-commands."""
 

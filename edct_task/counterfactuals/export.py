@@ -13,7 +13,9 @@ Output folder:
                              ``messages`` (system?, user [image, text], assistant [text]) on the
                              edited image with the re-query answer; ``original_messages`` the same on
                              the original image with the original answer; plus the pair fields
-``images/<sample>/``         ``original.png`` and ``step<j>.png`` referenced by the JSONL
+``images/<sample>/``         ``original.png``, ``step<j>.png`` and ``step<j>_mask.png`` (the gate's
+                             dilated target mask M of the verified edit, white inside; written
+                             when the run kept the gate's maps) referenced by the JSONL
 ``export_manifest.json``     run folder, counts, what was left out and why
 
 The assistant turn is the *target model's* answer on the counterfactual, not a gold label:
@@ -34,7 +36,8 @@ from edct_task.bench_data.output import write_folder
 from edct_task.engine.files import atomic_write, json_text
 from edct_task.run.outputs import IMAGES_DIR, LoadedRun, RunReadError, load_run, sample_folder
 
-EXPORT_VERSION = 1
+EXPORT_VERSION = 2
+"""2: the edit mask M of each pair (``edit_mask``), for ``edct attention``'s localization score."""
 JSONL_NAME = "counterfactuals.jsonl"
 DATASET_DIR = "dataset"
 MANIFEST_NAME = "export_manifest.json"
@@ -68,6 +71,8 @@ def features() -> Any:
             "r_in": datasets.Value("float64"),
             "r_out": datasets.Value("float64"),
             "sample_status": text,
+            "edit_type": text,
+            "edit_mask": datasets.Image(),
         }
     )
 
@@ -135,9 +140,30 @@ def collect_pairs(
                     "r_in": attempt.check.r_in if attempt.check else None,
                     "r_out": attempt.check.r_out if attempt.check else None,
                     "sample_status": record.status,
+                    "edit_type": attempt.check.edit_type if attempt.check else None,
+                    "gate_maps": _path_or_none(run.image_path(attempt.check.maps if attempt.check else None)),
                 }
             )
     return pairs, left_out
+
+
+def _path_or_none(path: Path | None) -> str | None:
+    return None if path is None else str(path)
+
+
+def mask_png(gate_maps: str) -> bytes:
+    """The dilated target mask M of a gate-maps PNG (``verification.gate_maps``), as a mode-L PNG."""
+    import io
+
+    from PIL import Image
+
+    from verification.gate_maps import unpack_gate_maps
+
+    with Image.open(gate_maps) as packed:
+        mask = unpack_gate_maps(packed.convert("RGB")).mask
+    buf = io.BytesIO()
+    Image.fromarray(mask.astype("uint8") * 255, mode="L").save(buf, format="PNG")
+    return buf.getvalue()
 
 
 def chat_messages(system_prompt: str, image: str, question: str, answer: str) -> list[dict[str, Any]]:
@@ -164,6 +190,7 @@ def export_counterfactuals(
         import datasets
 
         lines = []
+        masks: dict[str, Path | None] = {}
         for p in pairs:
             folder = Path(IMAGES_DIR) / sample_folder(p["sample_id"])
             (tmp / folder).mkdir(parents=True, exist_ok=True)
@@ -171,15 +198,21 @@ def export_counterfactuals(
             if not (tmp / original).exists():
                 shutil.copyfile(p["original_image"], tmp / original)
             shutil.copyfile(p["edited_image"], tmp / edited)
+            mask = None
+            if p["gate_maps"] is not None:
+                mask = folder / f"step{p['step']}_mask.png"
+                (tmp / mask).write_bytes(mask_png(p["gate_maps"]))
+            masks[p["id"]] = mask
             if p["new_answer"] is None:
                 continue
-            fields = {k: v for k, v in p.items() if k not in ("original_image", "edited_image")}
+            fields = {k: v for k, v in p.items() if k not in ("original_image", "edited_image", "gate_maps")}
             lines.append(
                 json.dumps(
                     {
                         **fields,
                         "original_image": original.as_posix(),
                         "edited_image": edited.as_posix(),
+                        "edit_mask": None if mask is None else mask.as_posix(),
                         "messages": chat_messages(
                             p["system_prompt"], edited.as_posix(), p["question"], p["new_answer"]
                         ),
@@ -194,7 +227,10 @@ def export_counterfactuals(
         atomic_write(tmp / JSONL_NAME, "".join(line + "\n" for line in lines))
         rows = [
             {
-                **p,
+                **{k: v for k, v in p.items() if k != "gate_maps"},
+                "edit_mask": None
+                if masks[p["id"]] is None
+                else {"bytes": (tmp / masks[p["id"]]).read_bytes(), "path": "mask.png"},
                 "original_image": {
                     "bytes": Path(p["original_image"]).read_bytes(),
                     "path": "original.png",
@@ -216,6 +252,7 @@ def export_counterfactuals(
             ds = datasets.Dataset(features().arrow_schema.empty_table())
             ds.save_to_disk(str(tmp / DATASET_DIR), num_shards=1)
         manifest["chat_lines"] = chat_lines
+        manifest["edit_masks"] = sum(m is not None for m in masks.values())
         manifest["no_requery_answer"] = len(pairs) - chat_lines
         atomic_write(tmp / MANIFEST_NAME, json_text(manifest, indent=2) + "\n")
 

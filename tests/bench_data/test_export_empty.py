@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from edct_task.bench_data.export import DATASET_DIR, JSONL_NAME, MANIFEST_NAME
 from support.edct_runs import records, write_edct_run
 
 from edct_task.cli.main import main
+from edct_task.counterfactuals.export import DATASET_DIR, JSONL_NAME, MANIFEST_NAME
 
 
 def test_a_run_without_verified_steps_exports_an_empty_dataset(tmp_path: Path, capsys) -> None:

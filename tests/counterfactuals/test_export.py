@@ -66,6 +66,29 @@ def test_calibration_run_exports_its_verified_pairs(calibration_run, tmp_path):
     assert Image.open(tmp_path / "cf" / orig_img).size == row["original_image"].size
     manifest = json.loads((tmp_path / "cf" / MANIFEST_NAME).read_text())
     assert manifest["pairs"] == len(verified) and manifest["left_out"]["not_verified"] == 0
+    assert manifest["edit_masks"] == len(verified) and manifest["export_version"] == 2
+
+
+def test_each_pair_carries_the_gates_edit_mask(calibration_run, tmp_path):
+    """The mask M of the verified attempt travels with the pair (edct attention's localization)."""
+    import datasets
+    import numpy as np
+
+    from edct_task.run.outputs import load_run
+    from verification.gate_maps import unpack_gate_maps
+
+    export_counterfactuals(calibration_run, tmp_path / "cf")
+    run_images = load_run(calibration_run)
+    lines = [json.loads(line) for line in (tmp_path / "cf" / JSONL_NAME).read_text().splitlines()]
+    ds = datasets.load_from_disk(str(tmp_path / "cf" / DATASET_DIR))
+    for line, row, (_rec, step) in zip(lines, ds, _verified(calibration_run), strict=True):
+        attempt = next(a for a in step.attempts if a.passed and a.image == step.image)
+        expected = unpack_gate_maps(Image.open(run_images.image_path(attempt.check.maps)).convert("RGB")).mask
+        written = np.asarray(Image.open(tmp_path / "cf" / line["edit_mask"])) > 127
+        np.testing.assert_array_equal(written, expected)
+        np.testing.assert_array_equal(np.asarray(row["edit_mask"]) > 127, expected)
+        assert written.mean() == pytest.approx(attempt.check.mask_fraction, abs=1e-9)
+        assert line["edit_type"] == row["edit_type"] == attempt.check.edit_type
 
 
 def test_only_verified_steps_and_consistent_only(calibration_run, tmp_path):

@@ -1,0 +1,117 @@
+"""Training conversations for the tiny VLM: calibration scenes answered by the faithful reference.
+
+Each example is a fresh scene of the calibration world with its cue configuration *and* an
+independently drawn context tint (generation pairs tint and configuration, a shortcut a model must
+not learn), a question of its family, and the faithful reference VLM's answer and explanation for
+that scene: the teacher reads the pixels, never the scene graph. The conversation takes one of the
+shapes the runtimes send a target:
+
+- ``chat``: the real multi-turn conversation (``edct run`` on a chat model, ``openai-chat``):
+  ``[system] user(image, question) → answer, user(why) → explanation``;
+- ``turn-answer`` / ``turn-why``: one user turn carrying the history in its text
+  (``edct_task.lmms.turns.render_turn``), as lmms-eval's agentic loop sends it, with the image
+  tag later rounds carry;
+
+each with or without the system prompt lmms-eval's ``qwen3_vl`` inserts. For ``prior`` the image
+shown is a *different* scene's, so the only thing to learn from is the question.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from PIL import Image
+
+from edct_task.calibration import world
+from edct_task.calibration.reference_vlm import ReferenceVLM
+from edct_task.calibration.render import render_scene
+from edct_task.calibration.scenes import CONTEXTS, random_scene
+from edct_task.core.requests import Message
+from edct_task.engine.protocol import why_prompt
+from edct_task.lmms.turns import image_tag, render_turn
+from edct_task.tiny_vlm.architecture import DEFAULT_SYSTEM_PROMPT
+from model_adapters.contracts import ChatMessage, GenerationParams
+
+SHAPES: tuple[str, ...] = ("chat", "chat", "turn-answer", "turn-why")
+"""Conversation shapes, drawn uniformly (the multi-turn chat twice as often: it trains two replies)."""
+
+
+@dataclass(frozen=True)
+class Example:
+    """One training conversation: HF chat messages (images in place); every assistant turn is a target."""
+
+    messages: list[dict[str, Any]]
+    image: Image.Image
+    """The one image of the conversation (what the model is shown)."""
+    shape: str
+
+
+def teacher_replies(image: Image.Image, question: str, system: str | None) -> tuple[str, str]:
+    """The faithful reference's answer and, in the same conversation, its explanation."""
+    teacher = ReferenceVLM("faithful")
+    opening = ([ChatMessage("system", system)] if system else []) + [ChatMessage("user", question, (image,))]
+    params = GenerationParams(max_new_tokens=64)
+    (answer,) = teacher.generate([opening], params)
+    follow = [*opening, ChatMessage("assistant", answer.text), ChatMessage("user", why_prompt())]
+    (why,) = teacher.generate([follow], params)
+    return answer.text, why.text
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def _contexts(family: str) -> tuple[str, ...]:
+    """The tints a family's scenes can have (edits never change a tint: one per configuration)."""
+    return CONTEXTS[: len(world.configs(family))]
+
+
+def example(index: int, *, behavior: str, seed: int) -> Example:
+    """Training example ``index`` of the stream seeded ``seed`` (independent of every other index)."""
+    rng = random.Random(f"tiny-vlm:{seed}:{index}")
+    family = world.FAMILIES[index % len(world.FAMILIES)]
+    scene = random_scene(family, rng, context=rng.choice(_contexts(family)))
+    image = render_scene(scene)
+    question = rng.choice(world.QUESTIONS[family])
+    system = world.DRIVING_SYSTEM_PROMPT if family == "driving" else None
+    answer, explanation = teacher_replies(image, question, system)
+    if behavior == "prior":
+        other_family = rng.choice(world.FAMILIES)
+        other = random_scene(other_family, rng, context=rng.choice(_contexts(other_family)))
+        shown = render_scene(other)
+    elif behavior == "faithful":
+        shown = image
+    else:
+        raise ValueError(f"unknown behaviour {behavior!r}; choose faithful or prior")
+    shape = rng.choice(SHAPES)
+    head = [{"role": "system", "content": DEFAULT_SYSTEM_PROMPT}] if rng.random() < 0.5 else []
+    img = {"type": "image", "image": shown}
+    if shape == "chat":
+        sys = [{"role": "system", "content": system}] if system else []
+        messages = [
+            *head,
+            *sys,
+            {"role": "user", "content": [img, _text(question)]},
+            {"role": "assistant", "content": answer},
+            {"role": "user", "content": why_prompt()},
+            {"role": "assistant", "content": explanation},
+        ]
+    else:
+        opening = [Message("system", system)] if system else []
+        opening.append(Message("user", question))
+        tag = image_tag(f"{rng.getrandbits(48):012x}")
+        if shape == "turn-answer":
+            text = render_turn(opening, tag=tag if rng.random() < 0.5 else None)
+            reply = answer
+        else:
+            conversation = [*opening, Message("assistant", answer), Message("user", why_prompt())]
+            text = render_turn(conversation, tag=tag)
+            reply = explanation
+        messages = [
+            *head,
+            {"role": "user", "content": [img, _text(text)]},
+            {"role": "assistant", "content": reply},
+        ]
+    return Example(messages=messages, image=shown, shape=shape)
