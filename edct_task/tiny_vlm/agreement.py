@@ -17,7 +17,7 @@ from typing import Any
 from PIL import Image
 
 from edct_task.calibration import world
-from edct_task.calibration.scenes import generate_samples
+from edct_task.calibration.samples import generate_samples
 from edct_task.engine.protocol import why_prompt
 from edct_task.tiny_vlm.examples import teacher_replies
 

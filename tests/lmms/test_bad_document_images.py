@@ -9,19 +9,18 @@ import pytest
 from PIL import Image
 from support.calibration_dataset import bomb_png
 
-from edct_task.config import calibration_config
 from edct_task.core.records import SampleRecord
 from edct_task.lmms import documents
 from edct_task.lmms import hooks as lmms_hooks
+from edct_task.lmms import settings as lmms_settings
 
 
 @pytest.fixture()
 def hook_settings(tmp_path, monkeypatch):
     monkeypatch.delenv("EDCT_CONFIG", raising=False)
-    s = lmms_hooks.build_settings(calibration_config(), work_dir=tmp_path / "work")
-    lmms_hooks.install_settings(s)
-    yield s
-    lmms_hooks.install_settings(None)
+    monkeypatch.setenv(lmms_settings.ENV_WORK_DIR, str(tmp_path / "work"))
+    yield lmms_settings.settings()
+    lmms_settings.release()
 
 
 def _doc(image: bytes) -> dict:

@@ -10,7 +10,7 @@ import pytest
 from edct_task.attention.pairs import Pair
 from edct_task.bench_data.format import BenchDataError
 from edct_task.calibration import world
-from edct_task.calibration.scenes import generate_samples
+from edct_task.calibration.samples import generate_samples
 from edct_task.finetune.data import items_of, split_pairs, trl_row
 from edct_task.finetune.labels import Gold, gold_labels, is_correct, normalise, read_label_file
 

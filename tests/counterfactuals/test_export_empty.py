@@ -14,7 +14,8 @@ from edct_task.counterfactuals.export import DATASET_DIR, JSONL_NAME, MANIFEST_N
 def test_a_run_without_verified_steps_exports_an_empty_dataset(tmp_path: Path, capsys) -> None:
     import datasets
 
-    write_edct_run(tmp_path / "run", records(0.5, n=3))  # records without any edit step
+    stepless = [r.model_copy(update={"steps": ()}) for r in records(0.5, n=3)]
+    write_edct_run(tmp_path / "run", stepless)  # records without any edit step
     out = tmp_path / "export"
     rc = main(["export-counterfactuals", str(tmp_path / "run"), "--out", str(out)])
     captured = capsys.readouterr()
