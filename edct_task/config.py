@@ -7,7 +7,6 @@ Secrets never go in the file: an option whose name looks like a credential (``ap
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -19,18 +18,15 @@ from edct_task.core.errors import ConfigError
 from edct_task.engine.lockstep import Limits
 from edct_task.engine.protocol import ProtocolConfig
 from edct_task.roles import PanelSpec, RoleSpec
+from model_adapters.secrets import is_secret_name
 from verification.check import GateParams
-
-_SECRET_KEY = re.compile(
-    r"(api[_-]?key|token|secret|password|passwd|authorization|credential|subscription[_-]?key|auth)$", re.I
-)
 
 
 def _refuse_secrets(options: Mapping[str, Any], where: str) -> None:
     """Refuse credential-looking keys at any depth (``extra_body: {nested: {password: …}}`` too)."""
     for key, value in options.items():
         path = f"{where}.{key}"
-        if _SECRET_KEY.search(str(key)):
+        if is_secret_name(key):
             raise ValueError(
                 f"{path}: secrets may not be written in the config; put the value in an environment "
                 f"variable and name it with '{key}_env: VARIABLE_NAME'"

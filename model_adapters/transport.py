@@ -37,10 +37,9 @@ from model_adapters.errors import (
     TransientBackendError,
 )
 from model_adapters.retry import retry_after_seconds
+from model_adapters.secrets import is_secret_name
 
 _KEYLIKE = re.compile(r"(?i)(bearer\s+\S+|\b(?:sk|rk|pk)-[A-Za-z0-9_*.\-]{6,}|\bAIza[0-9A-Za-z_\-]{10,})")
-_SECRET_HEADER = re.compile(r"(?i)(authorization|api[-_]?key|token|secret|cookie)")
-_SECRET_QUERY = re.compile(r"(?i)(key|token|secret|sig|signature|auth)")
 
 
 def check_options(options: Mapping[str, Any], allowed: Iterable[str], backend: str) -> None:
@@ -84,7 +83,7 @@ def check_base_url(url: object, backend: str) -> str:
         raise OptionsError(f"backend {backend!r}: base_url must be an http(s) URL, got {url!r}")
     parts = urllib.parse.urlsplit(url)
     query_keys = [k for k, _ in urllib.parse.parse_qsl(parts.query)]
-    if parts.password or parts.username or any(_SECRET_QUERY.search(k) for k in query_keys):
+    if parts.password or parts.username or any(is_secret_name(k) for k in query_keys):
         raise OptionsError(
             f"backend {backend!r}: base_url must not carry credentials (user info or key parameters); "
             "put the key in an environment variable and name it with api_key_env"
@@ -97,7 +96,7 @@ def check_headers(headers: object, backend: str) -> dict[str, str]:
         return {}
     if not isinstance(headers, Mapping):
         raise OptionsError(f"backend {backend!r}: headers must be a mapping of name to value")
-    bad = [k for k in headers if _SECRET_HEADER.search(str(k))]
+    bad = [k for k in headers if is_secret_name(k)]
     if bad:
         raise OptionsError(
             f"backend {backend!r}: header(s) {', '.join(bad)} look like credentials; use api_key_env instead"

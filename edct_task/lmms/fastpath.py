@@ -31,6 +31,7 @@ from edct_task.lmms.turns import render_turn
 from edct_task.roles import refuse_calibration_roles
 from edct_task.scoring.health import judge_health
 from model_adapters.contracts import ChatMessage, Completion, GenerationParams
+from model_adapters.secrets import is_secret_name
 
 FASTPATH_TASK = "edct_fastpath"
 """The ``task_dict`` entry our Instances point at inside the lmms-eval model."""
@@ -97,7 +98,9 @@ class LmmsTarget:
         return not getattr(self.lm, "is_simple", True)
 
     def identity(self) -> dict[str, Any]:
-        args = ",".join(a for a in (self.model_args or "").split(",") if not _secretish(a))
+        args = ",".join(
+            a for a in (self.model_args or "").split(",") if not is_secret_name(a.split("=", 1)[0])
+        )
         out = {"backend": "lmms-eval", "model": self.model, "model_args": args, "chat": self.is_chat}
         return {**out, "gen_kwargs": dict(self.gen_kwargs)} if self.gen_kwargs else out
 
@@ -192,11 +195,6 @@ def with_system_in_first_turn(conversation: Sequence[ChatMessage]) -> list[ChatM
         return msgs
     system, first, rest = msgs[0], msgs[1], msgs[2:]
     return [ChatMessage(first.role, f"{system.text}\n\n{first.text}", first.images), *rest]
-
-
-def _secretish(arg: str) -> bool:
-    key = arg.split("=", 1)[0].lower()
-    return any(s in key for s in ("key", "token", "secret", "password"))
 
 
 def parse_gen_kwargs(text: str | dict[str, Any]) -> dict[str, Any]:
