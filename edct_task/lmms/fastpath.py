@@ -29,6 +29,7 @@ from edct_task.lmms import results as lmms_results
 from edct_task.lmms.settings import Settings, build_settings
 from edct_task.lmms.turns import render_turn
 from edct_task.roles import refuse_calibration_roles
+from edct_task.run.log import LmmsRunBlock
 from edct_task.scoring.health import judge_health
 from model_adapters.contracts import ChatMessage, Completion, GenerationParams
 from model_adapters.secrets import is_secret_name
@@ -413,16 +414,16 @@ def _evaluate(
             "limit": limit,
             "driver": f"edct run ({limits.schedule} schedule)",
         },
-        "edct": {
+        "edct": LmmsRunBlock(
             **setup,
-            "limits": limits.model_dump(mode="json"),
-            "target": target.identity(),
-            "target_generate_calls": target.calls,
-            "calls": dispatcher.stats.as_dict(),
-            "judge_health": judge_health(records),
-            "versions": _versions(),
-            "wall_seconds": round(time.perf_counter() - started, 3),
-        },
+            limits=limits.model_dump(mode="json"),
+            target=target.identity(),
+            target_generate_calls=target.calls,
+            calls=dispatcher.stats.as_dict(),
+            judge_health=judge_health(records),
+            versions=_versions(),
+            wall_seconds=round(time.perf_counter() - started, 3),
+        ).model_dump(mode="json"),
     }
     outcome = FastPathOutcome(results_dict, records, copy.deepcopy(dict(logged)))  # the tracker edits them
     tracker.general_config_tracker.log_experiment_args(

@@ -83,3 +83,22 @@ def parse_run_log(payload: Any, source: Path | str) -> RunLog:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
         raise RunLogError(f"{source}: {where}: {first['msg']}") from None
+
+
+class LmmsRunBlock(_Log):
+    """The ``edct`` block the fast path (``edct run --model``) adds to lmms-eval's results file:
+    what lmms-eval's own fields do not say about an EDCT run."""
+
+    roles: dict[str, Any] = Field(description="Non-target role → backend spec (header values omitted).")
+    protocol: dict[str, Any] = Field(description="Every protocol setting that changes scores.")
+    verification: dict[str, Any] = Field(description="Every gate parameter (``GateParams``).")
+    prompt_versions: dict[str, str] = Field(description="Prompt template name → content hash.")
+    config_file: str | None = Field(description="``$EDCT_CONFIG`` when it named the roles.")
+    work_dir: str = Field(description="Stage cache and image store folder.")
+    limits: dict[str, Any] = Field(description="Concurrency, batching and schedule.")
+    target: dict[str, Any] = Field(description="The lmms-eval model's identity (secret arguments omitted).")
+    target_generate_calls: int = Field(description="``generate_until`` calls made on the model.")
+    calls: dict[str, Any] = Field(description="Backend calls, cache hits, failures and seconds per stage.")
+    judge_health: dict[str, Any] = Field(description="As in ``RunLog.judge_health``.")
+    versions: dict[str, str] = Field(description="Package versions.")
+    wall_seconds: float = Field(description="Wall time of the fast path's run.")

@@ -48,4 +48,3 @@ def test_credentials_are_secret(name: str) -> None:
 )
 def test_other_names_are_not(name: str) -> None:
     assert not is_secret_name(name)
-
