@@ -34,12 +34,12 @@ class TrainSettings:
 
     behavior: str = "faithful"
     seed: int = 0
-    steps: int = 400
-    batch_size: int = 12
-    lr: float = 3e-3
-    warmup: int = 30
+    steps: int = 120
+    batch_size: int = 16
+    lr: float = 5e-3
+    warmup: int = 10
     weight_decay: float = 0.01
-    threads: int = 2
+    threads: int = 1
     """torch CPU threads (pinned: results are bitwise reproducible for a fixed count)."""
 
 
