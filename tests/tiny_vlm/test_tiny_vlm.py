@@ -81,7 +81,7 @@ def test_training_is_deterministic_and_the_folder_loads_with_from_pretrained(tmp
 def _path_in_process(root: str, queue) -> None:  # a child process of the lock test
     import edct_task.tiny_vlm.store as store
 
-    store.TrainSettings = lambda behavior: replace(QUICK, behavior=behavior)  # type: ignore[misc]
+    store.recipe = lambda behavior: replace(QUICK, behavior=behavior)  # type: ignore[misc]
     folder, trained = checkpoint_path("prior", root=Path(root), log=lambda _: None)
     queue.put((str(folder), trained))
 
