@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--behaviors", default="faithful,prior")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--vllm-python", type=Path, default=REPO / ".venv-vllm" / "bin" / "python")
+    p.add_argument("--reuse", action="store_true", help="read runs already in --out instead of rerunning")
     args = p.parse_args(argv)
 
     from transformers import AutoTokenizer
@@ -52,7 +53,12 @@ def main(argv: list[str] | None = None) -> int:
         for rt in args.runtimes.split(","):
             out = args.out / f"{behavior}-{rt}"
             out.mkdir(parents=True, exist_ok=True)
-            wall = RUNTIMES[rt](folder, out, args.limit, vllm_python=args.vllm_python)
+            done = out / "wall_s.txt"
+            if args.reuse and done.is_file():
+                wall = float(done.read_text())
+            else:
+                wall = RUNTIMES[rt](folder, out, args.limit, vllm_python=args.vllm_python)
+                done.write_text(f"{wall:.1f}\n")
             recs = records(out, TASK)
             row = {"behavior": behavior, "runtime": rt, "wall_s": round(wall, 1), **summary(recs)}
             if rt == "a":
