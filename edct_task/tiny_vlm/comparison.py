@@ -37,6 +37,7 @@ def _score(rec: dict[str, Any], name: str) -> float | None:
 
 
 def summary(recs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``n``, ``[mean, CI low, CI high]`` of CCS_binary and CCS_graded over scored samples, statuses."""
     from edct_task.scoring.statistics import bootstrap_ci
 
     row: dict[str, Any] = {"n": len(recs)}
@@ -67,12 +68,15 @@ def replies(rec: dict[str, Any]) -> list[str]:
 
 
 def first_divergence(tok: Any, a: str, b: str) -> str:
+    """Where two replies part, in the checkpoint's own tokens: ``token 6: 'Ġred' vs 'Ġgreen'``."""
     ta, tb = tok.tokenize(a), tok.tokenize(b)
     i = next((k for k, (x, y) in enumerate(zip(ta, tb, strict=False)) if x != y), min(len(ta), len(tb)))
     return f"token {i}: {ta[i] if i < len(ta) else '<end>'!r} vs {tb[i] if i < len(tb) else '<end>'!r}"
 
 
 def compare(base: dict[str, dict[str, Any]], other: dict[str, dict[str, Any]], tok: Any) -> dict[str, Any]:
+    """Per-sample agreement of ``other`` with ``base`` (same status and same CCS_binary), how many
+    samples got identical replies, and the first diverging token of up to five that did not."""
     common = sorted(set(base) & set(other))
     same = [
         s
