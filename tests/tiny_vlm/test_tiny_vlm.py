@@ -18,7 +18,7 @@ import pytest
 
 from edct_task.tiny_vlm import architecture
 from edct_task.tiny_vlm.examples import example
-from edct_task.tiny_vlm.store import checkpoint_path
+from edct_task.tiny_vlm.store import RECIPE_VERSION, checkpoint_path
 from edct_task.tiny_vlm.training import TRAINING_INFO, TrainSettings, encode, train
 
 QUICK = TrainSettings(steps=2, batch_size=3, warmup=1)
@@ -98,9 +98,10 @@ def test_path_trains_once_even_when_two_processes_ask_at_once(tmp_path):
     for p in procs:
         p.join(timeout=600)
     got = [queue.get(timeout=5) for _ in procs]
-    assert {folder for folder, _ in got} == {str(tmp_path / "v1" / "prior")}
+    version = f"v{RECIPE_VERSION}"
+    assert {folder for folder, _ in got} == {str(tmp_path / version / "prior")}
     assert sorted(trained for _, trained in got) == [False, True]
-    assert not list(tmp_path.glob("v1/.prior.partial"))
+    assert not list(tmp_path.glob(f"{version}/.prior.partial"))
 
 
 def test_cli_user_errors_exit_2_with_one_line(tmp_path):
