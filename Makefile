@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 VLLM_VENV ?= .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 
-.PHONY: demo test lint bench browser latex vllm-env test-vllm
+.PHONY: demo test lint bench browser latex vllm-env test-vllm tiny-vlm
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -65,6 +65,12 @@ vllm-env: $(VLLM_VENV)/.installed
 # The vLLM tests: the main environment's pytest, the server from $(VLLM_VENV) (tests/vllm/).
 test-vllm: $(VENV)/.installed $(VLLM_VENV)/.installed
 	HF_HUB_OFFLINE=1 EDCT_VLLM_PYTHON=$(abspath $(VLLM_PY)) $(PY) -m pytest -q -rs -m vllm tests/vllm $(PYTEST_ARGS)
+
+# The trained tiny Qwen3-VL checkpoints (edct tiny-vlm), once, into ~/.cache/edct-bench/tiny-vlm
+# (or $$EDCT_TINY_VLM_CACHE); the slow tests train them on first use otherwise.
+tiny-vlm: $(VENV)/.installed
+	HF_HUB_OFFLINE=1 $(VENV)/bin/edct tiny-vlm path faithful
+	HF_HUB_OFFLINE=1 $(VENV)/bin/edct tiny-vlm path prior
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

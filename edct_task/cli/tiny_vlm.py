@@ -51,11 +51,11 @@ def run(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from edct_task.tiny_vlm.training import TrainSettings, train
+    from edct_task.tiny_vlm.training import recipe, train
 
     if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
         raise ConfigError(f"--out {args.out} exists and is not an empty folder")
-    settings = TrainSettings(behavior=args.behavior, seed=args.seed)
+    settings = recipe(args.behavior, seed=args.seed)
     if args.steps is not None:
         if args.steps < 1:
             raise ConfigError("--steps must be at least 1")

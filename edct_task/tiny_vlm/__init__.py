@@ -11,7 +11,9 @@ need a real checkpoint to be checked against that oracle. This package builds on
   explained by the faithful reference VLM, in every shape the runtimes send;
 - ``training``: the seeded training loop and the checkpoint it saves (``edct tiny-vlm train``);
 - ``store``: the checkpoint cache that ``edct tiny-vlm path`` fills once (file lock);
-- ``agreement``: first-turn agreement of a checkpoint with the reference on held-out scenes.
+- ``agreement``: first-turn agreement of a checkpoint with the reference on held-out scenes;
+- ``comparison``: runs of one checkpoint through different runtimes, compared sample by sample;
+- ``controls``: the negative control (re-queries answered about the original picture).
 
 Part of the calibration instrument, not the product.
 """

@@ -34,8 +34,8 @@ from edct_task.lmms.turns import image_tag, render_turn
 from edct_task.tiny_vlm.architecture import DEFAULT_SYSTEM_PROMPT
 from model_adapters.contracts import ChatMessage, GenerationParams
 
-SHAPES: tuple[str, ...] = ("chat", "chat", "turn-answer", "turn-why")
-"""Conversation shapes, drawn uniformly (the multi-turn chat twice as often: it trains two replies)."""
+SHAPES: tuple[str, ...] = ("chat", "chat", "chat", "turn-answer", "turn-why")
+"""Conversation shapes, drawn uniformly (the multi-turn chat more often: it trains two replies)."""
 
 
 @dataclass(frozen=True)

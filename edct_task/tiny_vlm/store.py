@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from edct_task.tiny_vlm import BEHAVIORS
-from edct_task.tiny_vlm.training import TRAINING_INFO, TrainSettings, train
+from edct_task.tiny_vlm.training import TRAINING_INFO, recipe, train
 
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 """Bumped whenever the architecture, the examples or the training settings change the weights."""
 
 CACHE_ENV = "EDCT_TINY_VLM_CACHE"
@@ -58,7 +58,7 @@ def checkpoint_path(
         partial = folder.parent / f".{behavior}.partial"
         shutil.rmtree(partial, ignore_errors=True)
         log(f"training the {behavior} tiny VLM into {folder} (once; later calls reuse it)")
-        train(partial, TrainSettings(behavior=behavior), log=log)
+        train(partial, recipe(behavior), log=log)
         shutil.rmtree(folder, ignore_errors=True)
         partial.rename(folder)
     return folder, True

@@ -1,0 +1,102 @@
+"""Per-sample comparison of EDCT runs of the same model through different runtimes.
+
+Reads a run's sample records from either output format (an lmms-eval sample log, as ``lmms-eval``
+and ``edct run --model`` write, or a runner folder's ``samples.jsonl``), summarises CCS_binary and
+CCS_graded with 95% percentile-bootstrap CIs, and compares two runs sample by sample: same status
+and same CCS_binary, identical replies, and for replies that differ the first diverging token.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def records(out: Path, task: str = "edct_calibration") -> dict[str, dict[str, Any]]:
+    """Sample id → the sample's EDCT record, from ``out/lmms`` (an lmms-eval sample log) or ``out/run``."""
+    logs = sorted((out / "lmms").rglob(f"*_samples_{task}.jsonl")) if (out / "lmms").is_dir() else []
+    got: dict[str, dict[str, Any]] = {}
+    if logs:
+        for line in logs[-1].read_text().splitlines():
+            if line.strip():
+                resp = json.loads(line)["filtered_resps"]
+                rec = json.loads(resp[0] if isinstance(resp, list) else resp)
+                got[rec["sample"]["id"]] = rec
+        return got
+    for line in (out / "run" / "samples.jsonl").read_text().splitlines():
+        if line.strip():
+            rec = json.loads(line)
+            got[rec["sample"]["id"]] = rec
+    return got
+
+
+def _score(rec: dict[str, Any], name: str) -> float | None:
+    scores = rec.get("scores") or {}
+    return scores.get(name) if rec.get("status") == "scored" else None
+
+
+def summary(recs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``n``, ``[mean, CI low, CI high]`` of CCS_binary and CCS_graded over scored samples, statuses."""
+    from edct_task.scoring.statistics import bootstrap_ci
+
+    row: dict[str, Any] = {"n": len(recs)}
+    for name in ("ccs_binary", "ccs_graded"):
+        values = [v for r in recs.values() if (v := _score(r, name)) is not None]
+        if values:
+            ci = bootstrap_ci(values, n_resamples=10_000, seed=0)
+            row[name] = [sum(values) / len(values), ci.low, ci.high]
+        else:
+            row[name] = None
+    statuses: dict[str, int] = {}
+    for r in recs.values():
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    row["statuses"] = statuses
+    return row
+
+
+def replies(rec: dict[str, Any]) -> list[str]:
+    """Every target reply of a sample, in protocol order (baseline, then each re-query)."""
+    out = []
+    if rec.get("baseline"):
+        out += [rec["baseline"]["answer"], rec["baseline"]["explanation"]]
+    for step in rec.get("steps") or []:
+        rq = step.get("requery")
+        if rq:
+            out += [rq["answer"], rq["explanation"]]
+    return out
+
+
+def first_divergence(tok: Any, a: str, b: str) -> str:
+    """Where two replies part, in the checkpoint's own tokens: ``token 6: 'Ġred' vs 'Ġgreen'``."""
+    ta, tb = tok.tokenize(a), tok.tokenize(b)
+    i = next((k for k, (x, y) in enumerate(zip(ta, tb, strict=False)) if x != y), min(len(ta), len(tb)))
+    return f"token {i}: {ta[i] if i < len(ta) else '<end>'!r} vs {tb[i] if i < len(tb) else '<end>'!r}"
+
+
+def compare(base: dict[str, dict[str, Any]], other: dict[str, dict[str, Any]], tok: Any) -> dict[str, Any]:
+    """Per-sample agreement of ``other`` with ``base`` (same status and same CCS_binary), how many
+    samples got identical replies, and the first diverging token of up to five that did not."""
+    common = sorted(set(base) & set(other))
+    same = [
+        s
+        for s in common
+        if base[s]["status"] == other[s]["status"]
+        and _score(base[s], "ccs_binary") == _score(other[s], "ccs_binary")
+    ]
+    same_text = [s for s in common if replies(base[s]) == replies(other[s])]
+    diverging = []
+    for s in common:
+        ra, rb = replies(base[s]), replies(other[s])
+        for k, (x, y) in enumerate(zip(ra, rb, strict=False)):
+            if x != y:
+                diverging.append(
+                    {"sample": s, "reply": k, "a": x, "other": y, "at": first_divergence(tok, x, y)}
+                )
+                break
+    return {
+        "agreement": len(same) / len(common) if common else None,
+        "same_replies": len(same_text),
+        "n": len(common),
+        "diverging": diverging[:5],
+    }
