@@ -22,7 +22,13 @@ def _log(line: str) -> None:
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("tiny-vlm", help="a tiny Qwen3-VL trained on the calibration world")
+    p = sub.add_parser(
+        "tiny-vlm",
+        help="a tiny Qwen3-VL trained on the calibration world",
+        description="Train, find or measure the tiny Qwen3-VL checkpoints trained on the calibration world "
+        "(faithful: answers and explains from the pixels; prior: from the question alone), the real-runtime "
+        "oracle of the test suite.",
+    )
     tsub = p.add_subparsers(dest="tiny_command", required=True)
     t = tsub.add_parser("train", help="train a checkpoint (deterministic, minutes on a CPU)")
     t.add_argument("--behavior", required=True, choices=BEHAVIORS)
