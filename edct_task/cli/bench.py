@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from edct_task.cli.options import add_output
+
 COMMANDS = ("build-bench", "export-counterfactuals")
 
 
@@ -69,15 +71,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=Path,
         help="folder of the 3DSRBench images (e.g. the unzipped coco_images.zip)",
     )
-    build.add_argument(
-        "--output",
-        "--out",
-        dest="out",
-        metavar="DIR",
-        type=Path,
-        required=True,
-        help="output folder (written atomically)",
-    )
+    add_output(build, "output folder (written atomically)", required=True)
     build.add_argument("--seed", type=int, default=0, help="selection seed (default 0)")
     build.add_argument("--ids", type=Path, help="explicit id list, one id per line (counts ignored)")
     build.add_argument("--counts", default="160,80,60", help="items per domain: okvqa,drivelm,3dsr")
@@ -95,15 +89,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "question, answers, instructions) as a `datasets` folder and as chat fine-tuning JSONL.",
     )
     export.add_argument("run_dir", type=Path, help="output folder of `edct run` (samples.jsonl, images/)")
-    export.add_argument(
-        "--output",
-        "--out",
-        dest="out",
-        metavar="DIR",
-        type=Path,
-        required=True,
-        help="output folder (written atomically)",
-    )
+    add_output(export, "output folder (written atomically)", required=True)
     export.add_argument(
         "--consistent-only",
         action="store_true",

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from edct_task.cli.options import add_output
 from edct_task.core.errors import ConfigError
 
 
@@ -21,15 +22,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "bundles", nargs="*", type=Path, help="bundles written by `edct submit` (or folders of them)"
     )
-    p.add_argument(
-        "--output",
-        "--out",
-        dest="out",
-        metavar="DIR",
-        type=Path,
-        required=True,
-        help="folder for leaderboard.md/.csv/.json/.html",
-    )
+    add_output(p, "folder for leaderboard.md/.csv/.json/.html", required=True)
     p.add_argument(
         "--manifest",
         type=Path,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 OUTPUT_ALIASES = {"--output": ("--out", "out")}
 """Every command spells its output folder ``--output``; ``--out`` is accepted as well (``args.out``)."""
@@ -30,3 +31,9 @@ def add_progress_and_overrides(p: argparse.ArgumentParser, *, of: str = "") -> N
         metavar="KEY=VALUE",
         help=f"override a config value{of}, e.g. --set protocol.k=1 (repeatable)",
     )
+
+
+def add_output(p: argparse.ArgumentParser, help: str, **kwargs: Any) -> None:
+    """The output folder: ``--output`` (the one spelling), ``--out`` kept as an alias."""
+    kwargs.setdefault("metavar", "DIR")
+    p.add_argument("--output", "--out", dest="out", type=Path, help=help, **kwargs)

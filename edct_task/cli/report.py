@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from edct_task.cli.options import add_output
 from edct_task.core.errors import ConfigError
 
 
@@ -25,15 +26,7 @@ def add_parser(sub: Any) -> None:
         help="lmms-eval output folders (--output_path, with --log_samples for CIs), `edct run` "
         "output folders, or leaderboard bundles (.edct.zip)",
     )
-    p.add_argument(
-        "--output",
-        "--out",
-        dest="out",
-        metavar="DIR",
-        type=Path,
-        required=True,
-        help="folder for report.md, tables, figures, report.json",
-    )
+    add_output(p, "folder for report.md, tables, figures, report.json", required=True)
     p.add_argument(
         "--label",
         action="append",

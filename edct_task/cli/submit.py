@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from edct_task.cli.options import add_output
 from edct_task.core.errors import ConfigError
 
 
@@ -19,15 +20,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "run", type=Path, help="an `edct run` output folder or an lmms-eval output folder of one run"
     )
-    p.add_argument(
-        "--output",
-        "--out",
-        dest="out",
-        metavar="FILE",
-        type=Path,
-        required=True,
-        help="bundle file to write (name it *.edct.zip)",
-    )
+    add_output(p, "bundle file to write (name it *.edct.zip)", metavar="FILE", required=True)
     p.add_argument("--with-images", action="store_true", help="also pack every image (original and edits)")
     p.add_argument(
         "--eval-results",

@@ -19,6 +19,8 @@ from typing import Any
 import yaml
 from PIL import Image
 
+from edct_task.cli.options import add_output
+
 __all__ = ["add_parser", "run"]
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -74,14 +76,7 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--tau-in", type=float, default=None, help="pass needs r_in > this (default 0.10)")
     p.add_argument("--tau-out", type=float, default=None, help="pass needs r_out < this (default 0.30)")
-    p.add_argument(
-        "--output",
-        "--out",
-        dest="out",
-        metavar="DIR",
-        type=Path,
-        help="folder for the artefacts (heatmap, mask, overlay, panel, check.json)",
-    )
+    add_output(p, "folder for the artefacts (heatmap, mask, overlay, panel, check.json)")
     p.add_argument("--json", action="store_true", help="print the full check record as JSON")
 
 
