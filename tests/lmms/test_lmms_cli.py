@@ -155,6 +155,8 @@ def test_tiny_qwen3_vl_through_lmms_eval_and_edct_run(tmp_path, tiny_qwen3_vl):
             str(tmp_path / "fast"),
             "--log_samples",
             "--no-progress",
+            "--fail-on-unscored",  # random weights score nothing: accepted here, else exit code 3
+            "1.0",
         ),
         offline_env(tmp_path / "work_fast"),
     )
