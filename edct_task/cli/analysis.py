@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from edct_task.cli.options import add_output
+
 COMMANDS = ("attention", "finetune")
 
 
@@ -13,7 +15,7 @@ def _common(p: argparse.ArgumentParser) -> None:
         "source", type=Path, metavar="EXPORT", help="an export-counterfactuals folder, or a run folder"
     )
     p.add_argument("--model", type=Path, required=True, help="a transformers VLM folder (Qwen3-VL style)")
-    p.add_argument("--out", type=Path, required=True, help="output folder (written atomically)")
+    add_output(p, "output folder (written atomically)", required=True)
     p.add_argument(
         "--layers",
         help="text layers to read: indices (7-12, 7,9,12) or a relative band (0.19-0.33); "

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from edct_task.cli.options import add_output
 from edct_task.core.errors import ConfigError
 from edct_task.tiny_vlm import BEHAVIORS
 
@@ -32,7 +33,7 @@ def add_parser(sub: Any) -> None:
     tsub = p.add_subparsers(dest="tiny_command", required=True)
     t = tsub.add_parser("train", help="train a checkpoint (deterministic, minutes on a CPU)")
     t.add_argument("--behavior", required=True, choices=BEHAVIORS)
-    t.add_argument("--out", required=True, type=Path, help="checkpoint folder to write")
+    add_output(t, "checkpoint folder to write", required=True)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--steps", type=int, default=None, help="optimiser steps (default: the recipe's)")
     w = tsub.add_parser("path", help="print the cached checkpoint's folder, training it first if missing")
@@ -60,7 +61,7 @@ def _train(args: argparse.Namespace) -> int:
     from edct_task.tiny_vlm.training import recipe, train
 
     if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
-        raise ConfigError(f"--out {args.out} exists and is not an empty folder")
+        raise ConfigError(f"--output {args.out} exists and is not an empty folder")
     settings = recipe(args.behavior, seed=args.seed)
     if args.steps is not None:
         if args.steps < 1:
