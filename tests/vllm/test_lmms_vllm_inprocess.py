@@ -51,6 +51,7 @@ def test_edct_run_with_the_inprocess_vllm_model(vllm_env_has_lmms, tiny_vl_dir, 
     cmd = [str(vllm_env_has_lmms), "-m", "edct_task.cli.main", "run", "--model", "vllm"]
     cmd += ["--model_args", _model_args(tiny_vl_dir), "--tasks", "edct_calibration"]
     cmd += ["--limit", str(LMMS_LIMIT), "--no-progress", "--log_samples"]
+    cmd += ["--fail-on-unscored", "1.0"]  # random weights score nothing: accepted here, else exit code 3
     cmd += [
         "--set",
         f"protocol.max_new_tokens={NEW_TOKENS}",

@@ -53,7 +53,14 @@ def test_vllm_runs_the_trained_checkpoint_like_transformers(
     runtime(folder, tmp_path, LIMIT, vllm_python=vllm_env_has_lmms)
     got, base = records(tmp_path), runs[against]
     assert len(got) == LIMIT
-    s_t, s_v = summary(base), summary(got)
+    s_t, s_v = summary(base), summary(got)  # every sample: the CIs must overlap
+    if against == "a":
+        # A dataset's system prompt (the driving scenes') is a system message for an openai-chat
+        # target but the first paragraph of the first user turn on the fast path (one convention
+        # with lmms-eval's loop, issue 18): other conversations, other replies for this partly
+        # trained model. Per-sample agreement is measured where both runtimes see the same messages.
+        alike = {s for s, rec in got.items() if not rec["sample"].get("system_prompt")}
+        base, got = {s: base[s] for s in alike if s in base}, {s: got[s] for s in alike}
     same = compare(base, got, AutoTokenizer.from_pretrained(str(folder)))
     print(f"\ntransformers {s_t}\nvLLM {s_v}\nagreement {same}")
     for rec in got.values():

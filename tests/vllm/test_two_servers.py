@@ -61,7 +61,7 @@ def test_one_role_balanced_over_two_real_vllm_servers(
     usage = outcome.results["usage"]["roles"]["target"]
     assert len(outcome.records) == N and all(r.status == "scored" or r.reason for r in outcome.records)
     assert sum(served) == usage["requests"] >= 2 * N
-    assert min(served) > 0.25 * sum(served), f"one server did almost nothing: {served}"
+    assert min(served) >= 0.2 * sum(served), f"one server did almost nothing: {served}"
     # what our client counted per endpoint is what each vLLM server says it finished
     assert [e["requests"] for e in usage["endpoints"]] == served
     print(f"requests per server: {served}")
