@@ -25,7 +25,6 @@ import json
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +47,7 @@ from edct_task.reporting.sources import (
     edct_runs_from_lmms,
     read_edct_run,
 )
+from edct_task.run.log import installed_versions
 from edct_task.run.outputs import image_files
 
 FORMAT = "edct-bundle"
@@ -70,16 +70,6 @@ def sha256_bytes(data: bytes) -> str:
 
 def bundle_digest(meta: dict[str, Any]) -> str:
     return sha256_text(canonical_json({k: v for k, v in meta.items() if k != "digest"}))
-
-
-def _versions() -> dict[str, str]:
-    out = {}
-    for dist in _VERSIONED:
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    return out
 
 
 def _image_refs(records: list[SampleRecord]) -> list[str]:
@@ -244,7 +234,7 @@ def create_bundle(run_path: Path, out: Path, *, with_images: bool = False) -> di
         "claimed": run.summary,
         "lmms_claims": _lmms_claims(results) if kind == "lmms" else None,
         "scoring": {"seed": int(run.seed or 0), "n_resamples": _resamples(results)},
-        "versions": _versions(),
+        "versions": installed_versions(_VERSIONED),
         "images_included": with_images,
         "files": {name: sha256_bytes(data) for name, data in sorted(members.items())},
     }

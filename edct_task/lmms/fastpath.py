@@ -29,7 +29,7 @@ from edct_task.lmms import results as lmms_results
 from edct_task.lmms.settings import Settings, build_settings
 from edct_task.lmms.turns import render_turn
 from edct_task.roles import refuse_calibration_roles
-from edct_task.run.log import LmmsRunBlock
+from edct_task.run.log import LmmsRunBlock, run_versions
 from edct_task.scoring.health import judge_health
 from model_adapters.contracts import ChatMessage, Completion, GenerationParams
 from model_adapters.secrets import is_secret_name
@@ -283,7 +283,6 @@ def _evaluate(
     from edct_task.engine.dispatch import Progress
     from edct_task.engine.lockstep import run_samples
     from edct_task.lmms.plugin import task_dir
-    from edct_task.run.runner import _versions
 
     started = time.perf_counter()
     tracker = EvaluationTracker(output_path=str(output_path))
@@ -421,7 +420,7 @@ def _evaluate(
             target_generate_calls=target.calls,
             calls=dispatcher.stats.as_dict(),
             judge_health=judge_health(records),
-            versions=_versions(),
+            versions=run_versions(),
             wall_seconds=round(time.perf_counter() - started, 3),
         ).model_dump(mode="json"),
     }

@@ -20,7 +20,6 @@ roles) and are validated when the task's documents are loaded. Metric names come
 from __future__ import annotations
 
 import json
-import logging
 import sys
 from typing import Any
 
@@ -34,9 +33,6 @@ from edct_task.lmms.results import final_response, parse_final, record_results
 from edct_task.lmms.settings import settings
 from edct_task.lmms.turns import first_turn_text, target_images, turn_text
 from model_adapters.contracts import Completion
-
-log = logging.getLogger(__name__)
-
 
 # ----------------------------------------------------------------------------- the compat driver
 

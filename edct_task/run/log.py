@@ -8,17 +8,45 @@ file of another version is refused with one message naming its version and ours.
 
 from __future__ import annotations
 
+import platform
+from collections.abc import Iterable
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from edct_task import __version__
 from edct_task.core.errors import UserError
 from edct_task.core.records import SCHEMA_VERSION
 from edct_task.engine.files import json_text
 
 RUN_LOG_SCHEMA_VERSION = 1
 """Version of the ``results.json`` layout (``schema_version``)."""
+
+
+RUN_DISTRIBUTIONS = ("lmms-eval", "transformers", "torch", "opencv-python-headless", "numpy")
+"""Installed distributions whose versions a run log records besides edct-bench and Python."""
+
+
+def installed_versions(distributions: Iterable[str]) -> dict[str, str]:
+    """``distribution → version`` of those installed (the others are left out)."""
+    out = {}
+    for dist in distributions:
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def run_versions() -> dict[str, str]:
+    """What a run log records as ``versions``: edct-bench, Python and ``RUN_DISTRIBUTIONS``."""
+    return {
+        "edct-bench": __version__,
+        "python": platform.python_version(),
+        **installed_versions(RUN_DISTRIBUTIONS),
+    }
 
 
 class RunLogError(UserError, ValueError):

@@ -11,14 +11,12 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
-import platform
 import time
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from edct_task import __version__, prompts
+from edct_task import prompts
 from edct_task.config import DataSection, RunConfig
 from edct_task.core.records import SampleInput, SampleRecord
 from edct_task.engine.dispatch import Progress
@@ -27,7 +25,7 @@ from edct_task.engine.lockstep import build_dispatcher, run_samples
 from edct_task.engine.stage_cache import ImageStore, StageCache
 from edct_task.engine.storage import storage_error
 from edct_task.roles import build_roles, refuse_calibration_roles
-from edct_task.run.log import RunLog, RunSetup
+from edct_task.run.log import RunLog, RunSetup, run_versions
 from edct_task.run.outputs import RESULTS_FILE, SAMPLES_FILE, image_files
 from edct_task.run.sharding import Shard, gather_run, shard_from_env
 from edct_task.run.workspace import check_writable, claim
@@ -83,16 +81,6 @@ def check_data_named(data: DataSection) -> None:
             f"no EDCT-Bench data named: set {ENV_DATA} to the folder written by `edct build-bench` "
             "(or a hub id), or set data.path in the config (--set data.path=DIR)"
         )
-
-
-def _versions() -> dict[str, str]:
-    out = {"edct-bench": __version__, "python": platform.python_version()}
-    for dist in ("lmms-eval", "transformers", "torch", "opencv-python-headless", "numpy"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    return out
 
 
 def run(config: RunConfig) -> RunOutcome:
@@ -168,7 +156,7 @@ def _run(config: RunConfig, out_dir: Path, cache_dir: Path, shard: Shard | None 
 
     log = RunLog(
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        versions=_versions(),
+        versions=run_versions(),
         prompt_versions=prompts.prompt_versions(),
         config=RunSetup(
             data=config.data.model_dump(mode="json"),
