@@ -51,3 +51,45 @@ def test_demo_prints_table1_side_by_side_and_writes_the_report(
     png = Image.open(out / "report" / "fig5_ccs_vs_benchmarks.png")
     png.load()
     assert png.size[0] > 300 and (out / "report" / "table1.tex").is_file()
+
+
+@pytest.mark.slow
+def test_demo_tiny_vlm_tests_a_real_transformers_model_and_audits_its_replies(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``edct demo --model tiny-vlm``: the trained checkpoint through lmms-eval's ``qwen3_vl``; the
+    table row, the report and the audit pages all come from the model's own replies."""
+    from edct_task.run.outputs import load_run
+
+    out = tmp_path / "demo"
+    args = ["demo", "--model", "tiny-vlm", "--behavior", "faithful", "-n", "4", "--no-progress"]
+    assert main([*args, "--output", str(out)]) == 0
+    text = capsys.readouterr().out
+    lines = text.splitlines()
+    assert max(len(line) for line in lines if not line.startswith(("wrote ", "audit ", "faithful c"))) <= 80
+    rows = [line.split() for line in lines if line.split()[:1] == ["faithful"] and "[" in line]
+    assert len(rows) == 2, text  # one row in each of the two tables
+    run = load_run(out / "tiny-vlm-faithful")
+    assert len(run.records) == 4
+    report = json.loads((out / "report" / "report.json").read_text())
+    (model,) = report["models"]
+    assert model["name"] == "tiny-vlm faithful"
+    statuses = ("scored", "excluded", "unscored", "error")
+    counts = [str(sum(r.status == s for r in run.records)) for s in statuses]
+    assert rows[0][-4:] == counts
+    # the audit shows what the model said (HTML-escaped), for every sample
+    pages = {p.name: p.read_text() for p in (out / "tiny-vlm-faithful" / "audit").rglob("*.html")}
+    assert "index.html" in pages and len(pages) > 4
+    import html
+
+    body = "\n".join(pages.values())
+    for record in run.records:
+        answer = record.baseline.answer if record.baseline else None
+        assert answer and html.escape(answer.strip()) in body, (record.sample.id, answer)
+    assert "audit (the model's real replies): file://" in text
+
+
+def test_demo_tiny_vlm_refuses_reference_behaviours(capsys: pytest.CaptureFixture) -> None:
+    assert main(["demo", "--model", "tiny-vlm", "--behavior", "stale", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "faithful and prior" in err and "Traceback" not in err
