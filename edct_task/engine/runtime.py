@@ -7,7 +7,8 @@ driver waits on for finished samples (``queue``).
 
 - ``ThreadRuntime`` (every real run): the dispatcher's thread pools, one long-lived timer thread
   (``TimerThread``) and ``queue.Queue``; a call's seconds are measured with ``perf_counter`` /
-  ``thread_time``.
+  ``thread_time``. While one is open, numpy's BLAS runs on one thread (``SingleThreadedBlas``):
+  the pools are the run's parallelism.
 - ``VirtualRuntime`` (``edct estimate``): a discrete-event loop on one thread. A call runs at
   once and *charges* the virtual seconds it would take (``charge``, from a simulated backend:
   seconds of waiting, and CPU seconds that queue for one of the machine's processors); its
@@ -28,6 +29,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from functools import partial
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -124,13 +126,70 @@ class TimerThread:
             self._thread.join()
 
 
+class SingleThreadedBlas:
+    """numpy's BLAS limited to one thread while at least one holder is open (``threadpoolctl``);
+    the last ``release`` restores what was there before.
+
+    The role pools are a run's parallelism (``verify_concurrency`` checks at once, …). OpenBLAS,
+    numpy's BLAS, also starts a thread per core for the verification's small least-squares fits
+    (``verification.alignment``), and those threads spin between calls: a verification check took
+    104 ms CPU instead of 41 ms on a 2-core machine, and a 150-document zero-latency ``edct run``
+    48 CPU-s instead of 31, with identical results (a thread count changes no BLAS result here:
+    ``tests/verification/test_alignment_reuse.py``). Only numpy's own library (inside its
+    installation, as pip wheels ship it) is limited: an in-process model's BLAS (torch's) is not
+    touched; a numpy linked to a system BLAS is left as it is (``OPENBLAS_NUM_THREADS=1`` does
+    the same there).
+    """
+
+    _lock = threading.Lock()
+    _holders = 0
+    _limiter: Any = None
+
+    @classmethod
+    def acquire(cls) -> None:
+        with cls._lock:
+            cls._holders += 1
+            if cls._holders == 1:
+                libraries = numpy_blas_libraries()
+                if libraries:
+                    from threadpoolctl import threadpool_limits
+
+                    cls._limiter = threadpool_limits(limits=dict.fromkeys(libraries, 1))
+
+    @classmethod
+    def release(cls) -> None:
+        with cls._lock:
+            cls._holders = max(0, cls._holders - 1)
+            if cls._holders == 0 and cls._limiter is not None:
+                cls._limiter.restore_original_limits()
+                cls._limiter = None
+
+
+def numpy_blas_libraries() -> list[str]:
+    """Paths of the BLAS libraries loaded from numpy's own installation (``numpy.libs`` beside
+    the package in Linux and Windows wheels, ``numpy/.dylibs`` in macOS wheels)."""
+    import numpy
+    from threadpoolctl import ThreadpoolController
+
+    package = Path(numpy.__file__).resolve().parent
+    homes = (package, package.with_name(package.name + ".libs"))
+    found = []
+    for library in ThreadpoolController().select(user_api="blas").lib_controllers:
+        path = Path(library.filepath).resolve()
+        if any(path.is_relative_to(home) for home in homes):
+            found.append(library.filepath)
+    return found
+
+
 class ThreadRuntime:
     """Real time and the dispatcher's thread pools (see the module docstring). ``close`` stops its
-    timer thread."""
+    timer thread and releases its hold on ``SingleThreadedBlas``."""
 
     def __init__(self, pools: Callable[[str], Any]) -> None:
         self._pools = pools
         self._timers = TimerThread()
+        self._closed = False
+        SingleThreadedBlas.acquire()
 
     def now(self) -> float:
         return time.monotonic()
@@ -155,7 +214,11 @@ class ThreadRuntime:
         return queue.Queue()
 
     def close(self) -> None:
+        """Stop the timer thread; release the BLAS limit (idempotent)."""
         self._timers.close()
+        if not self._closed:
+            self._closed = True
+            SingleThreadedBlas.release()
 
 
 class Stalled(RuntimeError):
