@@ -147,14 +147,16 @@ class SingleThreadedBlas:
 
     @classmethod
     def acquire(cls) -> None:
+        """Limit (again: whatever changed the count since the first holder came is overruled)."""
         with cls._lock:
-            cls._holders += 1
-            if cls._holders == 1:
-                libraries = numpy_blas_libraries()
-                if libraries:
-                    from threadpoolctl import threadpool_limits
+            libraries = numpy_blas_libraries()
+            if libraries:
+                from threadpoolctl import threadpool_limits
 
-                    cls._limiter = threadpool_limits(limits=dict.fromkeys(libraries, 1))
+                limiter = threadpool_limits(limits=dict.fromkeys(libraries, 1))
+                if cls._limiter is None:  # what the last release restores
+                    cls._limiter = limiter
+            cls._holders += 1
 
     @classmethod
     def release(cls) -> None:

@@ -13,7 +13,7 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -66,15 +66,17 @@ def fails_task_load(fn: Callable[P, T]) -> Callable[P, T]:
 @dataclass
 class DocumentScope:
     """What ``edct run --model`` tells the EDCT ``process_docs`` hooks while lmms-eval builds its
-    tasks (``document_scope``): the image store to put document images in — the run's own, so the
-    hooks' settings (``lmms.settings.settings``) are not built: the fast path has checked its
-    configuration and checks its roles against the documents itself — and how many documents of
-    each task it will use (``limit``; None: all). ``calibration_docs`` then builds only the first
-    ``limit`` documents (the same documents, byte for byte) and records how many its task has
-    (``rows``), so the results still count every document of the task."""
+    tasks (``document_scope``): the run's image store and roles — the hooks use them instead of
+    building their own settings from ``$EDCT_CONFIG`` (``lmms.settings.settings``) — and how many
+    documents of each task it will use (``limit``; None: all). ``calibration_docs`` then builds
+    only the first ``limit`` documents (the same documents, byte for byte) and records how many
+    its task has (``rows``), so the results still count every document of the task."""
 
     images: Any
     """The run's ``ImageStore``."""
+    roles: Mapping[str, Any]
+    """The run's role specs (``RunConfig.role_specs()``): the EDCT-Bench hooks refuse
+    calibration-only ones on real photographs, as they do with ``$EDCT_CONFIG``'s."""
     limit: int | None = None
     _rows: list[tuple[Any, int]] = field(default_factory=list)
 
@@ -163,7 +165,7 @@ def _bench_docs(dataset: Any, domain: str) -> Any:
     """Documents of one EDCT-Bench domain: the loaded dataset, or ``$EDCT_BENCH_DATA``.
 
     The data is found first, then the roles are checked (calibration-only backends refuse real
-    photos) before anything is built (outside a ``document_scope``: the fast path checks its own)."""
+    photos) before anything is built."""
     from edct_task.lmms.settings import hook_config
     from edct_task.roles import refuse_calibration_roles
 
@@ -177,14 +179,14 @@ def _bench_docs(dataset: Any, domain: str) -> Any:
     if len(selected) == 0:
         domains = sorted(set(loaded["domain"]))
         raise ValueError(f"EDCT-Bench dataset has no '{domain}' documents (domains present: {domains})")
-    if _SCOPE.get() is not None:  # the fast path checks its own roles against these documents
-        return selected
     sources = selected["source"] if "source" in selected.column_names else [None]
-    specs = hook_config().role_specs()
+    scope = _SCOPE.get()
+    specs = hook_config().role_specs() if scope is None else scope.roles
     refuse_calibration_roles(
         {r: s for r, s in specs.items() if r != "target"}, f"the EDCT-Bench task ({domain})", sources
     )
-    _engine_ready()
+    if scope is None:
+        _engine_ready()
     return selected
 
 

@@ -300,7 +300,7 @@ def _evaluate(
     unknown = sorted(set(requested) - set(names))
     if unknown or not requested:
         raise ConfigError(unknown_tasks(unknown, model))
-    scope = documents.DocumentScope(settings.images, limit)
+    scope = documents.DocumentScope(settings.images, settings.config.role_specs(), limit)
     with documents.document_scope(scope):  # the hooks build only the documents used, in our store
         task_dict = get_task_dict(names, manager)
     eval_tasks = get_task_list(task_dict)

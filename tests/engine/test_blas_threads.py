@@ -7,7 +7,7 @@ import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from edct_task.engine.dispatch import Dispatcher
-from edct_task.engine.runtime import ThreadRuntime, numpy_blas_libraries
+from edct_task.engine.runtime import SingleThreadedBlas, ThreadRuntime, numpy_blas_libraries
 
 
 def _threads() -> list[int]:
@@ -16,8 +16,11 @@ def _threads() -> list[int]:
 
 
 @pytest.fixture()
-def two_blas_threads():
+def two_blas_threads(monkeypatch):
     np.ones((2, 2)) @ np.ones((2, 2))  # numpy's BLAS is loaded
+    # no holder left by an earlier test's runtime (restored afterwards)
+    monkeypatch.setattr(SingleThreadedBlas, "_holders", 0)
+    monkeypatch.setattr(SingleThreadedBlas, "_limiter", None)
     if not numpy_blas_libraries():
         pytest.skip("numpy uses a BLAS outside its own installation (not limited)")
     with threadpool_limits(limits=2, user_api="blas"):
@@ -40,6 +43,16 @@ def test_one_thread_while_runtimes_are_open_then_restored(two_blas_threads) -> N
 def test_a_dispatcher_holds_the_limit_for_its_lifetime(two_blas_threads) -> None:
     with Dispatcher({}, None):
         assert _threads() == [1]
+    assert _threads() == [2]
+
+
+def test_a_new_holder_limits_again_what_was_raised_meanwhile(two_blas_threads) -> None:
+    first = ThreadRuntime(lambda _pool: None)
+    with threadpool_limits(limits=2, user_api="blas"):  # someone else raises it while a run is open
+        second = ThreadRuntime(lambda _pool: None)
+        assert _threads() == [1]
+        second.close()
+    first.close()
     assert _threads() == [2]
 
 

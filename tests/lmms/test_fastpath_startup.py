@@ -78,7 +78,7 @@ def test_scoped_documents_are_the_first_documents_of_the_full_build(tmp_path, fa
         "json", data_files=str(TASK_DIR / "edct_calibration_index.jsonl"), split="train"
     ).select(range(12))
     full = documents.calibration_docs(index)  # as lmms-eval builds it: every row
-    scope = documents.DocumentScope(ImageStore(tmp_path / "store"), limit=4)
+    scope = documents.DocumentScope(ImageStore(tmp_path / "store"), fast_env.role_specs(), limit=4)
     with documents.document_scope(scope):
         part = documents.calibration_docs(index)
     assert len(full) == 12 and len(part) == 4
