@@ -239,6 +239,7 @@ def run_fastpath(
     the target's requests."""
     defer_imports()  # before lmms-eval's first import: what it imports and the fast path never uses
     overrides = parse_gen_kwargs(gen_kwargs)
+    manager, names = edct_tasks(tasks, model)  # other names are refused before the model is built
     if lm is None:
         lm = build_model(model, model_args, batch_size=batch_size, device=device)
     target = LmmsTarget(lm, model, model_args, overrides)
@@ -250,6 +251,8 @@ def run_fastpath(
             model,
             model_args,
             tasks,
+            manager,
+            names,
             output_path,
             log_samples,
             limit,
@@ -267,6 +270,8 @@ def _evaluate(
     model: str,
     model_args: str,
     tasks: str,
+    manager: Any,
+    names: list[str],
     output_path: Path,
     log_samples: bool,
     limit: int | None,
@@ -282,24 +287,15 @@ def _evaluate(
         prepare_print_tasks,
     )
     from lmms_eval.loggers import EvaluationTracker
-    from lmms_eval.tasks import TaskManager, get_task_dict
+    from lmms_eval.tasks import get_task_dict
     from lmms_eval.utils import get_datetime_str, handle_non_serializable, hash_string
 
     from edct_task.engine.dispatch import Progress
     from edct_task.engine.lockstep import run_samples
-    from edct_task.lmms.plugin import task_dir
 
     started = time.perf_counter()
     tracker = EvaluationTracker(output_path=str(output_path))
 
-    requested = [t.strip() for t in tasks.split(",") if t.strip()]
-    # the EDCT task folder alone: lmms-eval's own index (3,000+ YAML files) is read only to name
-    # a task that is not an EDCT task (``unknown_tasks``)
-    manager = TaskManager("WARNING", include_path=task_dir(), include_defaults=False, model_name=model)
-    names = manager.match_tasks(requested)
-    unknown = sorted(set(requested) - set(names))
-    if unknown or not requested:
-        raise ConfigError(unknown_tasks(unknown, model))
     scope = documents.DocumentScope(settings.images, settings.config.role_specs(), limit)
     with documents.document_scope(scope):  # the hooks build only the documents used, in our store
         task_dict = get_task_dict(names, manager)
@@ -445,6 +441,23 @@ def _evaluate(
         for task_name in results_dict["configs"]:
             tracker.save_results_samples(task_name=task_name, samples=logged[task_name])
     return outcome
+
+
+def edct_tasks(tasks: str, model: str) -> tuple[Any, list[str]]:
+    """lmms-eval's ``TaskManager`` over the EDCT task folder alone and the task names ``tasks``
+    (``--tasks``) resolves to in it; ``ConfigError`` for any other name (``unknown_tasks``).
+    lmms-eval's own index (3,223 YAML files) is read only to say which names are its tasks."""
+    from lmms_eval.tasks import TaskManager
+
+    from edct_task.lmms.plugin import task_dir
+
+    requested = [t.strip() for t in tasks.split(",") if t.strip()]
+    manager = TaskManager("WARNING", include_path=task_dir(), include_defaults=False, model_name=model)
+    names = manager.match_tasks(requested)
+    unknown = sorted(set(requested) - set(names))
+    if unknown or not requested:
+        raise ConfigError(unknown_tasks(unknown, model))
+    return manager, names
 
 
 def unknown_tasks(unknown: Sequence[str], model: str) -> str:

@@ -87,7 +87,12 @@ def test_scoped_documents_are_the_first_documents_of_the_full_build(tmp_path, fa
     assert documents._SCOPE.get() is None
 
 
-def test_other_task_names_are_refused_before_any_document(tmp_path, fast_env, counted, capsys):
+def test_other_task_names_are_refused_before_the_model_and_any_document(
+    tmp_path, fast_env, counted, capsys, monkeypatch
+):
+    import edct_task.lmms.fastpath as fastpath
+
+    monkeypatch.setattr(fastpath, "build_model", lambda *a, **k: pytest.fail("the model was built"))
     code = edct_main(
         [
             "run",
