@@ -134,7 +134,7 @@ class SingleThreadedBlas:
     numpy's BLAS, also starts a thread per core for the verification's small least-squares fits
     (``verification.alignment``), and those threads spin between calls: a verification check took
     104 ms CPU instead of 41 ms on a 2-core machine, and a 150-document zero-latency ``edct run``
-    48 CPU-s instead of 31, with identical results (a thread count changes no BLAS result here:
+    48 CPU-s instead of 33, with identical results (a thread count changes no BLAS result here:
     ``tests/verification/test_alignment_threads.py``). Only numpy's own library (inside its
     installation, as pip wheels ship it) is limited: an in-process model's BLAS (torch's) is not
     touched; a numpy linked to a system BLAS is left as it is (``OPENBLAS_NUM_THREADS=1`` does

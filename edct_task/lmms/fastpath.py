@@ -2,11 +2,11 @@
 
 Builds the model through lmms-eval's registry and the tasks through lmms-eval's ``TaskManager``
 (so documents are exactly those of ``lmms-eval --tasks …``; the manager indexes the EDCT task
-folder alone, and the EDCT hooks build only the documents ``--limit`` asks for), then runs the batched driver
-(``edct_task.engine.lockstep.run_lockstep``): every step's target requests go to the model as ONE
-``generate_until`` call with one ``Instance`` per conversation, chat models receiving the real
-multi-turn history (answer → why), simple models the same single-turn rendering the agentic task
-uses. Scores come from the task's own ``process_results`` and aggregations applied to the same
+folder alone, and the EDCT hooks build only the documents ``--limit`` asks for), then runs the
+batched driver (``edct_task.engine.lockstep.run_lockstep``): every step's target requests go to
+the model as ONE ``generate_until`` call with one ``Instance`` per conversation, chat models
+receiving the real multi-turn history (answer → why), simple models the same single-turn
+rendering the agentic task uses. Scores come from the task's own ``process_results`` and aggregations applied to the same
 final responses the agentic task produces, and lmms-eval's ``EvaluationTracker`` writes the
 results and sample logs, so both paths give identical scores for identical responses and every
 downstream tool reads the output.
@@ -473,7 +473,7 @@ def unknown_tasks(unknown: Sequence[str], model: str) -> str:
     if theirs:
         parts.append(
             f"{', '.join(sorted(theirs))}: lmms-eval task(s), not EDCT tasks; `edct run --model` runs EDCT "
-            "tasks only (run the others with lmms-eval itself, in the same or a separate command)"
+            "tasks only (run them with lmms-eval, which runs the EDCT tasks too)"
         )
     rest = [t for t in unknown if t not in theirs]
     if rest:
