@@ -6,10 +6,10 @@ folder alone, and the EDCT hooks build only the documents ``--limit`` asks for),
 batched driver (``edct_task.engine.lockstep.run_lockstep``): every step's target requests go to
 the model as ONE ``generate_until`` call with one ``Instance`` per conversation, chat models
 receiving the real multi-turn history (answer → why), simple models the same single-turn
-rendering the agentic task uses. Scores come from the task's own ``process_results`` and aggregations applied to the same
-final responses the agentic task produces, and lmms-eval's ``EvaluationTracker`` writes the
-results and sample logs, so both paths give identical scores for identical responses and every
-downstream tool reads the output.
+rendering the agentic task uses. Scores come from the task's own ``process_results`` and
+aggregations applied to the same final responses the agentic task produces, and lmms-eval's
+``EvaluationTracker`` writes the results and sample logs, so both paths give identical scores for
+identical responses and every downstream tool reads the output.
 """
 
 from __future__ import annotations
