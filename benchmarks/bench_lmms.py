@@ -9,7 +9,8 @@ roles and the editor sleep per call (their latency_s option, through an EDCT con
 Prints both wall times, the ratio (lmms-eval / edct run), and the floor the edct run is measured
 against: max(critical path of one sample at these latencies, CPU seconds of the same edct run
 with every latency 0 ÷ cores) (``benchmarks/floor.py``), with the zero-latency run's CPU seconds
-per stage. Results files land in --out.
+per stage, and beside it the least time the editor and text pools need at their concurrency
+limits (``role_throughput_s``, not part of the floor). Results files land in --out.
 
 Every run starts from empty stage caches: what an earlier run left under ``--out`` (its caches
 and outputs) is removed first, so a second run with the same ``--out`` measures the same work
@@ -29,12 +30,13 @@ import time
 from pathlib import Path
 
 import yaml
-from floor import cores, cpu_seconds, critical_path_s, per_stage_cpu
+from floor import cores, cpu_seconds, critical_path_s, per_stage_cpu, role_throughput_s
 
 from edct_task.engine.lockstep import Limits
 
 BIN = Path(sys.executable).parent
-BATCH_WINDOW_S = Limits().batch_window_s
+LIMITS = Limits()
+BATCH_WINDOW_S = LIMITS.batch_window_s
 
 
 def config_file(folder: Path, text_latency: float, editor_latency: float) -> Path:
@@ -126,6 +128,9 @@ def main() -> None:
     verify_s = zero_calls["seconds"].get("verify", 0.0) / max(1, zero_calls["calls"].get("verify", 1))
     path = critical_path_s(2, a.target_latency, a.text_latency, a.editor_latency, verify_s, BATCH_WINDOW_S)
     floor = max(path, cpu_zero / cores())
+    pools = role_throughput_s(
+        zero_calls, a.text_latency, a.editor_latency, LIMITS.text_concurrency, LIMITS.editor_concurrency
+    )
     print(
         json.dumps(
             {
@@ -141,6 +146,7 @@ def main() -> None:
                 "critical_path_s": round(path, 2),
                 "floor_s": round(floor, 1),
                 "edct_run_over_floor": round(t_fast / floor, 2),
+                "role_throughput_s": pools,
                 "cpu_s_per_stage_zero_latency": per_stage_cpu(zero_calls),
                 "ccs_binary": {
                     "edct_run": results["fast"]["results"]["edct_calibration"]["ccs_binary,none"],

@@ -10,6 +10,10 @@ and the instruction chain (2 text calls), then per edit the edit, its verificati
 re-query answer and why (the edit parser runs beside the edit; the judges of edit j beside edit
 j+1), and the last step's judges (1 text call). Each target call also waits up to the batch
 window of the pipelined schedule.
+
+Neither term counts the roles' concurrency limits: with 300 edits at 0.5 s and 8 edits in flight
+the editor alone needs 18.75 s, whatever the CPU. ``role_throughput_s`` gives that bound per pool
+(printed beside the floor, not part of it).
 """
 
 from __future__ import annotations
@@ -38,3 +42,19 @@ def per_stage_cpu(calls: dict) -> dict[str, float]:
     """results.json ``calls.cpu_seconds``: CPU seconds per stage, largest first."""
     cpu = calls.get("cpu_seconds", {})
     return {k: round(v, 2) for k, v in sorted(cpu.items(), key=lambda kv: -kv[1])}
+
+
+TEXT_STAGES = ("concepts", "instructions", "edit_parse", "judge")
+
+
+def role_throughput_s(
+    calls: dict, text: float, editor: float, text_concurrency: int, editor_concurrency: int
+) -> dict:
+    """Seconds the text and editor pools need at least: their backend calls (results.json
+    ``calls.calls``; cache hits and twins in flight cost nothing) × latency ÷ concurrency."""
+    made = calls.get("calls", {})
+    text_calls = sum(made.get(stage, 0) for stage in TEXT_STAGES)
+    return {
+        "editor": round(made.get("edit", 0) * editor / editor_concurrency, 2),
+        "text": round(text_calls * text / text_concurrency, 2),
+    }

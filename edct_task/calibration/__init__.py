@@ -14,7 +14,7 @@ from edct_task.calibration.oracle import OracleMaskProvider
 from edct_task.calibration.perception import Percept, perceive
 from edct_task.calibration.reference_vlm import ReferenceVLM, parse_behavior
 from edct_task.calibration.render import object_mask, render_scene
-from edct_task.calibration.samples import generate_samples
+from edct_task.calibration.samples import calibration_sample, generate_samples
 from edct_task.calibration.scene_editor import Degradation, SceneEditor
 from edct_task.calibration.scenes import (
     SCENE_INFO_KEY,
@@ -37,6 +37,7 @@ __all__ = [
     "SceneEdit",
     "SceneEditor",
     "SceneObject",
+    "calibration_sample",
     "generate_samples",
     "object_mask",
     "parse_behavior",

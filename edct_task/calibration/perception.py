@@ -107,7 +107,8 @@ def perceive_context(pixels: np.ndarray) -> tuple[str, str]:
     context = min(TINTS, key=lambda name: float(np.sum((np.asarray(TINTS[name]) - median) ** 2)))
     grey = band.mean(axis=2)
     blocks = cv2.resize(grey, (8, 2), interpolation=cv2.INTER_AREA)
-    bits = "".join("1" if b > np.median(blocks) else "0" for b in blocks.ravel())
+    middle = np.median(blocks)
+    bits = "".join("1" if b > middle else "0" for b in blocks.ravel())
     return context, hashlib.sha256(bits.encode()).hexdigest()[:12]
 
 

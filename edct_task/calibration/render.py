@@ -67,7 +67,13 @@ COLOURS: dict[str, RGB] = {
 _AA = cv2.LINE_AA
 
 
-@lru_cache(maxsize=64)
+BACKGROUNDS_KEPT = 512
+"""Rendered backgrounds kept (330 kB each at 384×288): every sample's scene is rendered again for
+each of its edits, long after its first rendering when a pipelined run has hundreds of samples in
+flight, so fewer than a run's samples would be evicted before their reuse."""
+
+
+@lru_cache(maxsize=BACKGROUNDS_KEPT)
 def _background(context: str, seed: int, width: int, height: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     coarse = rng.uniform(-1.0, 1.0, size=(7, 9)).astype(np.float32)

@@ -13,28 +13,32 @@ def generate_samples(n: int = 300, seed: int = 0) -> list[CalibrationSample]:
     """``n`` seeded samples, families interleaved (knowledge, driving, spatial, ...).
 
     Deterministic: the same ``(n, seed)`` gives the same scenes and byte-identical images, and
-    sample i does not depend on ``n``.
+    sample i does not depend on ``n`` (it is ``calibration_sample(i, seed)``).
     """
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
-    samples = []
-    counters = dict.fromkeys(world.FAMILIES, 0)
-    for i in range(n):
-        rng = random.Random(f"{seed}:{i}")
-        family = world.FAMILIES[i % len(world.FAMILIES)]
-        config = rng.choice(world.configs(family))
-        scene = Scene(
-            family, context_of(family, config), rng.randrange(2**31), build_objects(family, config, rng)
-        )
-        samples.append(
-            CalibrationSample(
-                id=f"cal-{family}-{counters[family]:04d}",
-                domain=family,
-                question=rng.choice(world.QUESTIONS[family]),
-                system_prompt=world.DRIVING_SYSTEM_PROMPT if family == "driving" else None,
-                image=render_scene(scene),
-                expected_answer=scene.answer(),
-            )
-        )
-        counters[family] += 1
-    return samples
+    return [calibration_sample(i, seed) for i in range(n)]
+
+
+def calibration_sample(index: int, seed: int = 0) -> CalibrationSample:
+    """Sample ``index`` of the world ``seed``, rendered without rendering the ones before it.
+
+    Its family is ``FAMILIES[index % 3]`` and its id counts the earlier samples of that family
+    (``cal-driving-0004`` is sample 13), so any subset of a benchmark can be built on its own.
+    """
+    if index < 0:
+        raise ValueError(f"index must be >= 0, got {index}")
+    rng = random.Random(f"{seed}:{index}")
+    family = world.FAMILIES[index % len(world.FAMILIES)]
+    config = rng.choice(world.configs(family))
+    scene = Scene(
+        family, context_of(family, config), rng.randrange(2**31), build_objects(family, config, rng)
+    )
+    return CalibrationSample(
+        id=f"cal-{family}-{index // len(world.FAMILIES):04d}",
+        domain=family,
+        question=rng.choice(world.QUESTIONS[family]),
+        system_prompt=world.DRIVING_SYSTEM_PROMPT if family == "driving" else None,
+        image=render_scene(scene),
+        expected_answer=scene.answer(),
+    )

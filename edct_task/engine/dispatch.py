@@ -392,7 +392,10 @@ class Dispatcher:
             name: ThreadPoolExecutor(n, thread_name_prefix=f"edct-{name}")
             for name, n in vars(concurrency).items()
         }
-        self.runtime: Runtime = runtime or ThreadRuntime(self._pools.__getitem__)
+        self._own_runtime: ThreadRuntime | None = None
+        if runtime is None:  # real threads: closed with the dispatcher (its timer thread)
+            runtime = self._own_runtime = ThreadRuntime(self._pools.__getitem__)
+        self.runtime: Runtime = runtime
         """Time, pools, timers and queues: real threads, or a virtual clock (``runtime.py``)."""
         self._lock = threading.Lock()
         self._inflight: dict[str, Future] = {}
@@ -504,6 +507,8 @@ class Dispatcher:
             batcher.close()
         for pool in self._pools.values():
             pool.shutdown(wait=True)
+        if self._own_runtime is not None:
+            self._own_runtime.close()
         for o in self.observers:
             o.close()
 

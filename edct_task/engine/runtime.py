@@ -5,8 +5,10 @@ three things that decision needs from the world: the time (``now``), a way to ru
 role's pool and hear when it is done (``start``), a timer (``call_later``) and the queue the
 driver waits on for finished samples (``queue``).
 
-- ``ThreadRuntime`` (every real run): the dispatcher's thread pools, ``threading.Timer`` and
-  ``queue.Queue``; a call's seconds are measured with ``perf_counter`` / ``thread_time``.
+- ``ThreadRuntime`` (every real run): the dispatcher's thread pools, one long-lived timer thread
+  (``TimerThread``) and ``queue.Queue``; a call's seconds are measured with ``perf_counter`` /
+  ``thread_time``. While one is open, numpy's BLAS runs on one thread (``SingleThreadedBlas``):
+  the pools are the run's parallelism.
 - ``VirtualRuntime`` (``edct estimate``): a discrete-event loop on one thread. A call runs at
   once and *charges* the virtual seconds it would take (``charge``, from a simulated backend:
   seconds of waiting, and CPU seconds that queue for one of the machine's processors); its
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import queue
 import threading
 import time
@@ -26,9 +29,12 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from functools import partial
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 Outcome = tuple[Any, float, float] | BaseException
 """What ``start`` hands to ``done``: ``(result, wall seconds, CPU seconds)`` or the exception raised."""
@@ -54,11 +60,138 @@ class Runtime(Protocol):
     def queue(self) -> Waitable[Any]: ...
 
 
+class _Timer:
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class TimerThread:
+    """``call_later`` on real time for a ``ThreadRuntime``: one long-lived thread waits on a heap of
+    deadlines (started on first use) instead of one ``threading.Timer`` thread per call. The
+    pipelined batcher arms a timer for every batch window while it holds its lock, and starting a
+    thread there made the caller wait until the new thread ran: 6.5 ms per window on a busy
+    2-core machine, against 0.4 ms now (``benchmarks/bench_driver.py``'s setting, 120 samples).
+    A callback runs on this thread at or after its deadline (``time.monotonic``), in deadline
+    order; one that raises is logged and the others still run; a cancelled one is skipped."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, _Timer, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> _Timer:
+        """Run ``fn`` on the timer thread ``delay`` seconds from now; the handle has ``cancel()``."""
+        handle = _Timer()
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("call_later on a closed runtime")
+            heapq.heappush(self._heap, (time.monotonic() + max(0.0, delay), next(self._seq), handle, fn))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="edct-timer", daemon=True)
+                self._thread.start()
+            elif self._heap[0][2] is handle:  # a new earliest deadline: wake the thread to wait less
+                self._cond.notify()
+        return handle
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed:
+                    wait = self._heap[0][0] - time.monotonic() if self._heap else None
+                    if wait is not None and wait <= 0:
+                        break
+                    self._cond.wait(wait)
+                if self._closed:
+                    return
+                _, _, handle, fn = heapq.heappop(self._heap)
+            if handle.cancelled:
+                continue
+            try:
+                fn()
+            except Exception:
+                log.exception("a timer callback failed")
+
+    def close(self) -> None:
+        """Stop the thread; callbacks not yet due never run."""
+        with self._cond:
+            self._closed = True
+            self._heap.clear()
+            self._cond.notify()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+
+class SingleThreadedBlas:
+    """numpy's BLAS limited to one thread while at least one holder is open (``threadpoolctl``);
+    the last ``release`` restores what was there before.
+
+    The role pools are a run's parallelism (``verify_concurrency`` checks at once, …). OpenBLAS,
+    numpy's BLAS, also starts a thread per core for the verification's small least-squares fits
+    (``verification.alignment``), and those threads spin between calls: a verification check took
+    104 ms CPU instead of 41 ms on a 2-core machine, and a 150-document zero-latency ``edct run``
+    48 CPU-s instead of 33, with identical results (a thread count changes no BLAS result here:
+    ``tests/verification/test_alignment_threads.py``). Only numpy's own library (inside its
+    installation, as pip wheels ship it) is limited: an in-process model's BLAS (torch's) is not
+    touched; a numpy linked to a system BLAS is left as it is (``OPENBLAS_NUM_THREADS=1`` does
+    the same there).
+    """
+
+    _lock = threading.Lock()
+    _holders = 0
+    _limiter: Any = None
+
+    @classmethod
+    def acquire(cls) -> None:
+        """Limit (again: whatever changed the count since the first holder came is overruled)."""
+        with cls._lock:
+            libraries = numpy_blas_libraries()
+            if libraries:
+                from threadpoolctl import threadpool_limits
+
+                limiter = threadpool_limits(limits=dict.fromkeys(libraries, 1))
+                if cls._limiter is None:  # what the last release restores
+                    cls._limiter = limiter
+            cls._holders += 1
+
+    @classmethod
+    def release(cls) -> None:
+        with cls._lock:
+            cls._holders = max(0, cls._holders - 1)
+            if cls._holders == 0 and cls._limiter is not None:
+                cls._limiter.restore_original_limits()
+                cls._limiter = None
+
+
+def numpy_blas_libraries() -> list[str]:
+    """Paths of the BLAS libraries loaded from numpy's own installation (``numpy.libs`` beside
+    the package in Linux and Windows wheels, ``numpy/.dylibs`` in macOS wheels)."""
+    import numpy
+    from threadpoolctl import ThreadpoolController
+
+    package = Path(numpy.__file__).resolve().parent
+    homes = (package, package.with_name(package.name + ".libs"))
+    found = []
+    for library in ThreadpoolController().select(user_api="blas").lib_controllers:
+        path = Path(library.filepath).resolve()
+        if any(path.is_relative_to(home) for home in homes):
+            found.append(library.filepath)
+    return found
+
+
 class ThreadRuntime:
-    """Real time and the dispatcher's thread pools (see the module docstring)."""
+    """Real time and the dispatcher's thread pools (see the module docstring). ``close`` stops its
+    timer thread and releases its hold on ``SingleThreadedBlas``."""
 
     def __init__(self, pools: Callable[[str], Any]) -> None:
         self._pools = pools
+        self._timers = TimerThread()
+        self._closed = False
+        SingleThreadedBlas.acquire()
 
     def now(self) -> float:
         return time.monotonic()
@@ -76,26 +209,22 @@ class ThreadRuntime:
 
         return self._pools(pool).submit(job)
 
-    def call_later(self, delay: float, fn: Callable[[], None]) -> threading.Timer:
-        timer = threading.Timer(max(0.0, delay), fn)
-        timer.daemon = True
-        timer.start()
-        return timer
+    def call_later(self, delay: float, fn: Callable[[], None]) -> _Timer:
+        return self._timers.call_later(delay, fn)
 
     def queue(self) -> Waitable[Any]:
         return queue.Queue()
 
+    def close(self) -> None:
+        """Stop the timer thread; release the BLAS limit (idempotent)."""
+        self._timers.close()
+        if not self._closed:
+            self._closed = True
+            SingleThreadedBlas.release()
+
 
 class Stalled(RuntimeError):
     """The virtual event loop ran dry while the driver still waited (a scheduling bug)."""
-
-
-class _Timer:
-    def __init__(self) -> None:
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
 
 
 class VirtualRuntime:

@@ -7,11 +7,14 @@ from the dataset the task YAML names or from ``$EDCT_BENCH_DATA``.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
@@ -60,6 +63,47 @@ def fails_task_load(fn: Callable[P, T]) -> Callable[P, T]:
     return hook
 
 
+@dataclass
+class DocumentScope:
+    """What ``edct run --model`` tells the EDCT ``process_docs`` hooks while lmms-eval builds its
+    tasks (``document_scope``): the run's image store and roles — the hooks use them instead of
+    building their own settings from ``$EDCT_CONFIG`` (``lmms.settings.settings``) — and how many
+    documents of each task it will use (``limit``; None: all). ``calibration_docs`` then builds
+    only the first ``limit`` documents (the same documents, byte for byte) and records how many
+    its task has (``rows``), so the results still count every document of the task."""
+
+    images: Any
+    """The run's ``ImageStore``."""
+    roles: Mapping[str, Any]
+    """The run's role specs (``RunConfig.role_specs()``): the EDCT-Bench hooks refuse
+    calibration-only ones on real photographs, as they do with ``$EDCT_CONFIG``'s."""
+    limit: int | None = None
+    _rows: list[tuple[Any, int]] = field(default_factory=list)
+
+    def built(self, docs: Any, rows: int) -> Any:
+        """Note that ``docs`` (what a hook returns) stands for a task of ``rows`` documents."""
+        self._rows.append((docs, rows))
+        return docs
+
+    def rows(self, docs: Any) -> int:
+        """The task's number of documents: ``rows`` for documents a hook built in part, else
+        ``len(docs)``."""
+        return next((n for built, n in self._rows if built is docs), len(docs))
+
+
+_SCOPE: contextvars.ContextVar[DocumentScope | None] = contextvars.ContextVar("edct_documents", default=None)
+
+
+@contextlib.contextmanager
+def document_scope(scope: DocumentScope) -> Iterator[DocumentScope]:
+    """``scope`` for the hooks called inside the block (lmms-eval builds tasks on the caller's thread)."""
+    token = _SCOPE.set(scope)
+    try:
+        yield scope
+    finally:
+        _SCOPE.reset(token)
+
+
 def _engine_ready() -> Any:
     """Build the hooks' roles and stage cache now, so a bad ``$EDCT_CONFIG`` fails at task load."""
     from edct_task.lmms.settings import settings
@@ -80,10 +124,11 @@ def calibration_docs(dataset: Any) -> Any:
 
     Images are stored in the EDCT image store first, so the PNG bytes in the documents keep the
     scene graph the calibration editor and oracle read (a plain PIL re-encode would drop it).
+    Inside a ``document_scope`` only the first ``scope.limit`` rows are built.
     """
     import datasets
 
-    from edct_task.calibration import generate_samples
+    from edct_task.calibration import calibration_sample
 
     rows = list(dataset)
     if not rows:
@@ -92,12 +137,13 @@ def calibration_docs(dataset: Any) -> Any:
     if len(seeds) != 1:
         raise ValueError(f"edct_calibration: one world seed per index file, got {sorted(seeds)}")
     (seed,) = seeds
-    indices = [int(r["index"]) for r in rows]
-    samples = generate_samples(n=max(indices) + 1, seed=seed)
-    images = _engine_ready().images
+    scope = _SCOPE.get()
+    used = rows if scope is None or scope.limit is None else rows[: scope.limit]
+    images = _engine_ready().images if scope is None else scope.images
     docs = []
-    for i in indices:
-        s = samples[i]
+    for row in used:
+        i = int(row["index"])
+        s = calibration_sample(i, seed)
         ref = images.put(s.image)
         docs.append(
             {
@@ -111,7 +157,8 @@ def calibration_docs(dataset: Any) -> Any:
                 "image": {"bytes": images.path(ref).read_bytes(), "path": None},
             }
         )
-    return datasets.Dataset.from_list(docs, features=_doc_features())
+    built = datasets.Dataset.from_list(docs, features=_doc_features())
+    return built if scope is None else scope.built(built, len(rows))
 
 
 def _bench_docs(dataset: Any, domain: str) -> Any:
@@ -133,11 +180,13 @@ def _bench_docs(dataset: Any, domain: str) -> Any:
         domains = sorted(set(loaded["domain"]))
         raise ValueError(f"EDCT-Bench dataset has no '{domain}' documents (domains present: {domains})")
     sources = selected["source"] if "source" in selected.column_names else [None]
-    specs = hook_config().role_specs()
+    scope = _SCOPE.get()
+    specs = hook_config().role_specs() if scope is None else scope.roles
     refuse_calibration_roles(
         {r: s for r, s in specs.items() if r != "target"}, f"the EDCT-Bench task ({domain})", sources
     )
-    _engine_ready()
+    if scope is None:
+        _engine_ready()
     return selected
 
 

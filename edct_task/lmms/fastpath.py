@@ -1,14 +1,15 @@
 """The fast path: ``edct run --model <lmms-eval model> --model_args … --tasks edct_bench``.
 
 Builds the model through lmms-eval's registry and the tasks through lmms-eval's ``TaskManager``
-(so documents are exactly those of ``lmms-eval --tasks …``), then runs the batched driver
-(``edct_task.engine.lockstep.run_lockstep``): every step's target requests go to the model as ONE
-``generate_until`` call with one ``Instance`` per conversation, chat models receiving the real
-multi-turn history (answer → why), simple models the same single-turn rendering the agentic task
-uses. Scores come from the task's own ``process_results`` and aggregations applied to the same
-final responses the agentic task produces, and lmms-eval's ``EvaluationTracker`` writes the
-results and sample logs, so both paths give identical scores for identical responses and every
-downstream tool reads the output.
+(so documents are exactly those of ``lmms-eval --tasks …``; the manager indexes the EDCT task
+folder alone, and the EDCT hooks build only the documents ``--limit`` asks for), then runs the
+batched driver (``edct_task.engine.lockstep.run_lockstep``): every step's target requests go to
+the model as ONE ``generate_until`` call with one ``Instance`` per conversation, chat models
+receiving the real multi-turn history (answer → why), simple models the same single-turn
+rendering the agentic task uses. Scores come from the task's own ``process_results`` and
+aggregations applied to the same final responses the agentic task produces, and lmms-eval's
+``EvaluationTracker`` writes the results and sample logs, so both paths give identical scores for
+identical responses and every downstream tool reads the output.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from edct_task.core.errors import ConfigError
 from edct_task.core.records import SampleRecord
 from edct_task.lmms import documents, turns
 from edct_task.lmms import results as lmms_results
+from edct_task.lmms.deferred import defer_imports
 from edct_task.lmms.settings import Settings, build_settings
 from edct_task.lmms.turns import render_turn
 from edct_task.roles import refuse_calibration_roles
@@ -39,6 +41,7 @@ FASTPATH_TASK = "edct_fastpath"
 FASTPATH_SPLIT = "test"
 HOOKS_MODULE = "edct_task.lmms.hooks"
 """Where an EDCT task's ``!function`` hooks live (named, not imported: nothing imports the hooks)."""
+EDCT_TASKS = ("edct_bench", "edct_bench_okvqa", "edct_bench_drivelm", "edct_bench_3dsr", "edct_calibration")
 
 
 @dataclass
@@ -67,6 +70,7 @@ def build_model(
     force_simple: bool = False,
 ) -> Any:
     """An lmms-eval model instance, through its own registry (entry points included)."""
+    defer_imports()  # before lmms-eval's first import: what it imports and the fast path never uses
     import lmms_eval.evaluator  # noqa: F401 - loads the registry and the entry points
     from lmms_eval.models import get_model
 
@@ -233,7 +237,9 @@ def run_fastpath(
     """Run the EDCT tasks ``tasks`` on lmms-eval model ``model``: lmms-eval's results dict and the
     records behind it. ``gen_kwargs`` (lmms-eval's ``--gen_kwargs`` string, or a mapping) applies to
     the target's requests."""
+    defer_imports()  # before lmms-eval's first import: what it imports and the fast path never uses
     overrides = parse_gen_kwargs(gen_kwargs)
+    manager, names = edct_tasks(tasks, model)  # other names are refused before the model is built
     if lm is None:
         lm = build_model(model, model_args, batch_size=batch_size, device=device)
     target = LmmsTarget(lm, model, model_args, overrides)
@@ -245,6 +251,8 @@ def run_fastpath(
             model,
             model_args,
             tasks,
+            manager,
+            names,
             output_path,
             log_samples,
             limit,
@@ -262,6 +270,8 @@ def _evaluate(
     model: str,
     model_args: str,
     tasks: str,
+    manager: Any,
+    names: list[str],
     output_path: Path,
     log_samples: bool,
     limit: int | None,
@@ -277,25 +287,18 @@ def _evaluate(
         prepare_print_tasks,
     )
     from lmms_eval.loggers import EvaluationTracker
-    from lmms_eval.tasks import TaskManager, get_task_dict
+    from lmms_eval.tasks import get_task_dict
     from lmms_eval.utils import get_datetime_str, handle_non_serializable, hash_string
 
     from edct_task.engine.dispatch import Progress
     from edct_task.engine.lockstep import run_samples
-    from edct_task.lmms.plugin import task_dir
 
     started = time.perf_counter()
     tracker = EvaluationTracker(output_path=str(output_path))
 
-    manager = TaskManager("WARNING", include_path=task_dir(), model_name=model)
-    names = manager.match_tasks([t.strip() for t in tasks.split(",") if t.strip()])
-    unknown = sorted(set(t.strip() for t in tasks.split(",")) - set(names))
-    if unknown:
-        raise ValueError(
-            f"unknown task(s) {', '.join(unknown)}; EDCT tasks: edct_bench, edct_bench_okvqa, "
-            "edct_bench_drivelm, edct_bench_3dsr, edct_calibration"
-        )
-    task_dict = get_task_dict(names, manager)
+    scope = documents.DocumentScope(settings.images, settings.config.role_specs(), limit)
+    with documents.document_scope(scope):  # the hooks build only the documents used, in our store
+        task_dict = get_task_dict(names, manager)
     eval_tasks = get_task_list(task_dict)
 
     # documents → samples, in lmms-eval's document order
@@ -310,8 +313,9 @@ def _evaluate(
             or getattr(task.config.process_results, "__module__", None) != HOOKS_MODULE
         ):
             raise ValueError(f"task {task_output.task_name} is not an EDCT task")
-        docs = list(task.test_docs() if task.has_test_docs() else task.validation_docs())
-        chosen = [(i, docs[i]) for i in range(len(docs) if limit is None else min(limit, len(docs)))]
+        docs = task.eval_docs
+        used = len(docs) if limit is None else min(limit, len(docs))
+        chosen = [(i, docs[i]) for i in range(used)]  # only these rows' images are decoded
         plan.append((task_output, chosen))
         for _, doc in chosen:
             try:
@@ -399,11 +403,8 @@ def _evaluate(
         "n-shot": dict(sorted(num_fewshot.items())),
         "higher_is_better": dict(sorted(higher_is_better.items())),
         "n-samples": {
-            to.task_name: {
-                "original": len(to.task.eval_docs),
-                "effective": min(limit if limit else len(to.task.eval_docs), len(to.task.eval_docs)),
-            }
-            for to, _chosen in plan
+            to.task_name: {"original": scope.rows(to.task.eval_docs), "effective": len(chosen)}
+            for to, chosen in plan
         },
         "config": {
             "model": model,
@@ -440,6 +441,44 @@ def _evaluate(
         for task_name in results_dict["configs"]:
             tracker.save_results_samples(task_name=task_name, samples=logged[task_name])
     return outcome
+
+
+def edct_tasks(tasks: str, model: str) -> tuple[Any, list[str]]:
+    """lmms-eval's ``TaskManager`` over the EDCT task folder alone and the task names ``tasks``
+    (``--tasks``) resolves to in it; ``ConfigError`` for any other name (``unknown_tasks``).
+    lmms-eval's own index (3,223 YAML files) is read only to say which names are its tasks."""
+    from lmms_eval.tasks import TaskManager
+
+    from edct_task.lmms.plugin import task_dir
+
+    requested = [t.strip() for t in tasks.split(",") if t.strip()]
+    manager = TaskManager("WARNING", include_path=task_dir(), include_defaults=False, model_name=model)
+    names = manager.match_tasks(requested)
+    unknown = sorted(set(requested) - set(names))
+    if unknown or not requested:
+        raise ConfigError(unknown_tasks(unknown, model))
+    return manager, names
+
+
+def unknown_tasks(unknown: Sequence[str], model: str) -> str:
+    """What to say about task names the EDCT task folder does not have: lmms-eval's own tasks are
+    named as such (the fast path runs EDCT tasks only), the rest as unknown."""
+    listed = ", ".join(EDCT_TASKS)
+    if not unknown:
+        return f"--tasks names no task; EDCT tasks: {listed}"
+    from lmms_eval.tasks import TaskManager
+
+    theirs = set(TaskManager("WARNING", model_name=model).match_tasks(list(unknown)))
+    parts = []
+    if theirs:
+        parts.append(
+            f"{', '.join(sorted(theirs))}: lmms-eval task(s), not EDCT tasks; `edct run --model` runs EDCT "
+            "tasks only (run them with lmms-eval, which runs the EDCT tasks too)"
+        )
+    rest = [t for t in unknown if t not in theirs]
+    if rest:
+        parts.append(f"unknown task(s) {', '.join(rest)}")
+    return "; ".join(parts) + f"; EDCT tasks: {listed}"
 
 
 def results_files(output_path: Path) -> list[Path]:

@@ -56,7 +56,8 @@ def load_samples(data: DataSection, images: ImageStore) -> list[SampleInput | Sa
     from edct_task.calibration import generate_samples
 
     out = []
-    for s in generate_samples(n=data.n, seed=data.seed):
+    n = data.n if data.limit is None else min(data.n, data.limit)  # sample i does not depend on n
+    for s in generate_samples(n=n, seed=data.seed):
         out.append(
             SampleInput(
                 id=s.id,
@@ -67,7 +68,7 @@ def load_samples(data: DataSection, images: ImageStore) -> list[SampleInput | Sa
                 metadata={"source": "calibration", "expected_answer": str(s.expected_answer)},
             )
         )
-    return out[: data.limit] if data.limit else out
+    return out
 
 
 def check_data_named(data: DataSection) -> None:
