@@ -9,8 +9,13 @@ roles and the editor sleep per call (their latency_s option, through an EDCT con
 Prints both wall times, the ratio (lmms-eval / edct run), and the floor the edct run is measured
 against: max(critical path of one sample at these latencies, CPU seconds of the same edct run
 with every latency 0 ÷ cores) (``benchmarks/floor.py``), with the zero-latency run's CPU seconds
-per stage, and beside it the least time the editor and text pools need at their concurrency
-limits (``role_throughput_s``, not part of the floor). Results files land in --out.
+per stage and the fixed cost (its CPU seconds outside every stage: imports, the task, the
+documents, writing results); beside it the least time the editor and text pools need at their
+concurrency limits (``role_throughput_s``) and ``floor_with_pools_s``, the largest of all these
+lower bounds: 300 edits at 0.5 s with 8 in flight take 18.75 s whatever the CPU does.
+``--editor-concurrency`` raises that limit; ``--lmms-eval-s`` reuses lmms-eval's wall time measured
+earlier in the same sitting (to time an older commit's ``edct run`` against the same loop, with
+``PYTHONPATH`` pointing at its checkout). Results files land in --out.
 
 Every run starts from empty stage caches: what an earlier run left under ``--out`` (its caches
 and outputs) is removed first, so a second run with the same ``--out`` measures the same work
@@ -39,7 +44,9 @@ LIMITS = Limits()
 BATCH_WINDOW_S = LIMITS.batch_window_s
 
 
-def config_file(folder: Path, text_latency: float, editor_latency: float) -> Path:
+def config_file(
+    folder: Path, text_latency: float, editor_latency: float, editor_concurrency: int | None = None
+) -> Path:
     roles = {
         "extractor": {"backend": "calibration-rules", "latency_s": text_latency},
         "judge": {"backend": "calibration-rules", "latency_s": text_latency},
@@ -47,8 +54,11 @@ def config_file(folder: Path, text_latency: float, editor_latency: float) -> Pat
         "editor": {"backend": "calibration-editor", "latency_s": editor_latency},
         "detector": {"backend": "calibration-oracle"},
     }
+    config: dict = {"output_dir": str(folder / "edct"), "progress": False, "roles": roles}
+    if editor_concurrency is not None:
+        config["limits"] = {"editor_concurrency": editor_concurrency}
     path = folder / "edct_bench_config.yaml"
-    path.write_text(yaml.safe_dump({"output_dir": str(folder / "edct"), "progress": False, "roles": roles}))
+    path.write_text(yaml.safe_dump(config))
     return path
 
 
@@ -87,11 +97,25 @@ def main() -> None:
     p.add_argument("--editor-latency", type=float, default=0.5, help="seconds per edit")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--resume", action="store_true", help="keep the caches an earlier run left under --out")
+    p.add_argument(
+        "--editor-concurrency",
+        type=int,
+        default=None,
+        help=f"edits in flight (default: the config default, {LIMITS.editor_concurrency})",
+    )
+    p.add_argument(
+        "--lmms-eval-s",
+        type=float,
+        default=None,
+        help="lmms-eval's wall time measured earlier in the same sitting (e.g. for a run of an older "
+        "commit): lmms-eval is not run again and the ratio uses this time",
+    )
     a = p.parse_args()
+    editor_concurrency = a.editor_concurrency or LIMITS.editor_concurrency
     out = a.out or Path(tempfile.mkdtemp(prefix="bench_lmms_"))
     out.mkdir(parents=True, exist_ok=True)
     caches = fresh_folders(out, resume=a.resume)
-    cfg = config_file(out, a.text_latency, a.editor_latency)
+    cfg = config_file(out, a.text_latency, a.editor_latency, a.editor_concurrency)
 
     def common(target_latency: float) -> list[str]:
         return [
@@ -113,24 +137,28 @@ def main() -> None:
         return timed(args, {**env, "EDCT_CONFIG": str(config), "EDCT_WORK_DIR": str(out / f"work_{name}")})
 
     (out / "zero").mkdir(exist_ok=True)
-    zero_cfg = config_file(out / "zero", 0.0, 0.0)
+    zero_cfg = config_file(out / "zero", 0.0, 0.0, a.editor_concurrency)
     _, cpu_zero = edct_run("zero", zero_cfg, 0.0)
     t_fast, _ = edct_run("fast", cfg, a.target_latency)
-    t_slow, _ = timed(
-        [str(BIN / "lmms-eval"), *common(a.target_latency), "--output_path", str(out / "lmms")],
-        {**env, "EDCT_CONFIG": str(cfg), "EDCT_WORK_DIR": str(out / "work_lmms")},
-    )
-    results = {
-        sub: json.loads(sorted((out / sub).rglob("*_results.json"))[-1].read_text())
-        for sub in ("zero", "fast", "lmms")
-    }
+    runs = ["zero", "fast"]
+    if a.lmms_eval_s is None:
+        t_slow, _ = timed(
+            [str(BIN / "lmms-eval"), *common(a.target_latency), "--output_path", str(out / "lmms")],
+            {**env, "EDCT_CONFIG": str(cfg), "EDCT_WORK_DIR": str(out / "work_lmms")},
+        )
+        runs.append("lmms")
+    else:
+        t_slow = a.lmms_eval_s
+    results = {sub: json.loads(sorted((out / sub).rglob("*_results.json"))[-1].read_text()) for sub in runs}
     zero_calls = results["zero"]["edct"]["calls"]
     verify_s = zero_calls["seconds"].get("verify", 0.0) / max(1, zero_calls["calls"].get("verify", 1))
     path = critical_path_s(2, a.target_latency, a.text_latency, a.editor_latency, verify_s, BATCH_WINDOW_S)
     floor = max(path, cpu_zero / cores())
     pools = role_throughput_s(
-        zero_calls, a.text_latency, a.editor_latency, LIMITS.text_concurrency, LIMITS.editor_concurrency
+        zero_calls, a.text_latency, a.editor_latency, LIMITS.text_concurrency, editor_concurrency
     )
+    floor_with_pools = max(floor, *pools.values())
+    stages_cpu = per_stage_cpu(zero_calls)
     print(
         json.dumps(
             {
@@ -141,16 +169,22 @@ def main() -> None:
                 "latency_s": {"target": a.target_latency, "text": a.text_latency, "editor": a.editor_latency},
                 "edct_run_s": round(t_fast, 1),
                 "lmms_eval_s": round(t_slow, 1),
+                "lmms_eval": "run" if a.lmms_eval_s is None else "given (--lmms-eval-s)",
+                "editor_concurrency": editor_concurrency,
                 "ratio": round(t_slow / t_fast, 1),
                 "zero_latency_cpu_s": round(cpu_zero, 1),
                 "critical_path_s": round(path, 2),
                 "floor_s": round(floor, 1),
                 "edct_run_over_floor": round(t_fast / floor, 2),
                 "role_throughput_s": pools,
-                "cpu_s_per_stage_zero_latency": per_stage_cpu(zero_calls),
+                "floor_with_pools_s": round(floor_with_pools, 1),
+                "edct_run_over_floor_with_pools": round(t_fast / floor_with_pools, 2),
+                "cpu_s_per_stage_zero_latency": stages_cpu,
+                "fixed_cpu_s_zero_latency": round(cpu_zero - sum(stages_cpu.values()), 1),
                 "ccs_binary": {
-                    "edct_run": results["fast"]["results"]["edct_calibration"]["ccs_binary,none"],
-                    "lmms_eval": results["lmms"]["results"]["edct_calibration"]["ccs_binary,none"],
+                    sub: results[sub]["results"]["edct_calibration"]["ccs_binary,none"]
+                    for sub in runs
+                    if sub != "zero"
                 },
                 "output": str(out),
             },

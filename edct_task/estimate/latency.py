@@ -105,12 +105,12 @@ DEFAULTS: dict[str, dict[str, CallTime]] = {
         "*": CallTime(10.0, sd=4.0, source="default (reasoning LLM, 10 s per call)"),
     },
     "editor": {
-        "calibration-editor": CallTime(0.0, cpu=0.018, source="default (in-process renderer, 18 ms CPU)"),
+        "calibration-editor": CallTime(0.0, cpu=0.007, source="default (in-process renderer, 7 ms CPU)"),
         "diffusers": CallTime(40.0, sd=5.0, source="default (local diffusion editor, 40 s per edit)"),
         "*": CallTime(20.0, sd=6.0, source="default (hosted image editor, 20 s per edit)"),
     },
     "detector": {
-        "calibration-oracle": CallTime(0.0, cpu=0.065, source="default (verification, 65 ms CPU)"),
+        "calibration-oracle": CallTime(0.0, cpu=0.038, source="default (verification, 38 ms CPU)"),
         "*": CallTime(2.0, sd=0.5, source="default (detector + segmenter, 2 s per edit)"),
     },
 }
