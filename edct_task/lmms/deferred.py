@@ -11,6 +11,9 @@ hf_evaluate_metric=True)``); the EDCT tasks' metrics are their own hooks.
 imported: ``import evaluate`` then binds it, and the first attribute anyone reads from it (``load``,
 a submodule, ``__path__``, …) imports the real module and answers from it; from then on
 ``sys.modules`` holds the real one. Nothing else changes: a task that needs ``evaluate`` gets it.
+
+``imports_refused`` is for the other kind: optional imports lmms-eval attempts (and survives
+failing) in code the fast path calls, for tasks that are not the ones being run.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import importlib.util
 import sys
 import threading
 import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 UNUSED_BY_THE_FAST_PATH = ("evaluate",)
@@ -83,3 +88,31 @@ def is_deferred(name: str) -> bool:
     """True while ``sys.modules[name]`` is a stand-in that has not imported its module."""
     module = sys.modules.get(name)
     return isinstance(module, DeferredModule) and "_real" not in module.__dict__
+
+
+OTHER_TASKS_METRIC_MODULES = ("lmms_eval.tasks.amber_g.utils", "lmms_eval.tasks.coco_cap_chair.utils")
+"""Modules lmms-eval's ``api.metrics.stderr_for_metric`` tries to import on every call, to add two
+other tasks' aggregation functions to its list of bootstrappable metrics (importing them pulls in
+nltk and more: ≈ 1.6 s at the end of every fast-path run). An EDCT task's aggregations are never
+among them (nor named like them), so the answer of ``stderr_for_metric`` for our metrics does not
+depend on them."""
+
+
+@contextmanager
+def imports_refused(names: tuple[str, ...] = OTHER_TASKS_METRIC_MODULES) -> Iterator[None]:
+    """Inside the block, importing any of ``names`` that is not imported yet fails at once with
+    ``ImportError`` (``None`` in ``sys.modules``: Python's "import halted"), which lmms-eval's
+    optional imports catch; afterwards ``sys.modules`` is as before, so a later import works."""
+    refused = []
+    with _LOCK:
+        for name in names:
+            if name not in sys.modules:
+                sys.modules[name] = None  # type: ignore[assignment]
+                refused.append(name)
+    try:
+        yield
+    finally:
+        with _LOCK:
+            for name in refused:
+                if sys.modules.get(name, object()) is None:
+                    del sys.modules[name]

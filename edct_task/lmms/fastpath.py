@@ -27,7 +27,7 @@ from edct_task.core.errors import ConfigError
 from edct_task.core.records import SampleRecord
 from edct_task.lmms import documents, turns
 from edct_task.lmms import results as lmms_results
-from edct_task.lmms.deferred import defer_imports
+from edct_task.lmms.deferred import defer_imports, imports_refused
 from edct_task.lmms.settings import Settings, build_settings
 from edct_task.lmms.turns import render_turn
 from edct_task.roles import refuse_calibration_roles
@@ -374,10 +374,11 @@ def _evaluate(
                 )
     # from here on, what lmms-eval's `evaluate` does with the per-document metrics (evaluator.py,
     # rank 0), step for step; tests/lmms/test_fastpath_results.py pins the result to its own output
-    for task_output, _chosen in plan:
-        task_output.calculate_aggregate_metric(bootstrap_iters=bootstrap_iters)
-        task_output.calculate_clt_aggregate_metric()
-        task_output.calculate_stability_metrics()
+    with imports_refused():  # other tasks' metric modules: never an EDCT task's aggregation
+        for task_output, _chosen in plan:
+            task_output.calculate_aggregate_metric(bootstrap_iters=bootstrap_iters)
+            task_output.calculate_clt_aggregate_metric()
+            task_output.calculate_stability_metrics()
     results, logged, configs, versions, num_fewshot, higher_is_better = consolidate_results(eval_tasks)
     show_group_table = False
     if results:

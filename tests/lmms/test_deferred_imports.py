@@ -67,3 +67,34 @@ def test_missing_modules_are_not_deferred() -> None:
     assert defer_imports(("edct_no_such_module_anywhere",)) == []
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("edct_no_such_module_anywhere")
+
+
+def test_imports_refused_fails_fast_inside_and_leaves_the_import_working_after(package) -> None:
+    from edct_task.lmms.deferred import imports_refused
+
+    with imports_refused((package,)):
+        with pytest.raises(ImportError):
+            import edct_probe_pkg
+        assert _runs() == 0  # refused before its body ran
+    assert package not in sys.modules
+    import edct_probe_pkg
+
+    assert edct_probe_pkg.VALUE == 42 and _runs() == 1
+    with imports_refused((package,)):  # an imported module is left alone
+        assert importlib.import_module(package) is edct_probe_pkg
+
+
+def test_lmms_eval_gives_our_metrics_the_same_stderr_without_other_tasks_modules() -> None:
+    """``stderr_for_metric`` answers the EDCT tasks' aggregations the same when the two other
+    tasks' metric modules it tries to import are refused (what the fast path does)."""
+    from lmms_eval.api.metrics import mean, stderr_for_metric
+
+    from edct_task.lmms import aggregation
+    from edct_task.lmms.deferred import OTHER_TASKS_METRIC_MODULES, imports_refused
+
+    ours = [mean, aggregation.count, aggregation.audit]  # what the EDCT task YAMLs aggregate with
+    with imports_refused():
+        refused = [stderr_for_metric(m, 1000) for m in ours]
+        assert not any(sys.modules.get(n) for n in OTHER_TASKS_METRIC_MODULES)
+    assert all(sys.modules.get(n, 0) is not None for n in OTHER_TASKS_METRIC_MODULES)
+    assert refused == [stderr_for_metric(m, 1000) for m in ours]
