@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from edct_task.cli.options import add_overrides
+
 
 def _fraction(text: str) -> float:
     value = float(text)
@@ -50,14 +52,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--no-what-if", action="store_true", help="skip the what-if rows")
     p.add_argument("--json", action="store_true", help="print the estimate as JSON")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config value, e.g. --set limits.editor_concurrency=16 (repeatable)",
-    )
+    add_overrides(p, example="limits.editor_concurrency=16")
 
 
 def _items(config: Any, n: int | None) -> int:

@@ -23,13 +23,18 @@ def optional_path(p: argparse.ArgumentParser, flag: str, metavar: str, help: str
 def add_progress_and_overrides(p: argparse.ArgumentParser, *, of: str = "") -> None:
     """``--no-progress`` and the repeatable ``--set KEY=VALUE`` config override."""
     p.add_argument("--no-progress", action="store_true", help="hide the per-stage progress bars")
+    add_overrides(p, of=of)
+
+
+def add_overrides(p: argparse.ArgumentParser, *, of: str = "", example: str = "protocol.k=1") -> None:
+    """The repeatable ``--set KEY=VALUE`` config override (into ``args.overrides``)."""
     p.add_argument(
         "--set",
         dest="overrides",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help=f"override a config value{of}, e.g. --set protocol.k=1 (repeatable)",
+        help=f"override a config value{of}, e.g. --set {example} (repeatable)",
     )
 
 

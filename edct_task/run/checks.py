@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,27 +63,26 @@ def _reject_constant(name: str) -> Any:
 
 def parse_json_object(where: str | Path, text: str) -> dict[str, Any]:
     """A JSON object from ``text``; ``NaN`` / ``Infinity`` are refused like any other non-JSON."""
-    try:
-        value = json.loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise RunReadError(f"{where}, line {exc.lineno}: not JSON ({exc.msg})") from None
-    except ValueError as exc:
-        raise RunReadError(f"{where}: not JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise RunReadError(f"{where}: expected a JSON object, found {type(value).__name__}")
-    return value
+    return _json_object(text, str(where), lambda exc: f"{where}, line {exc.lineno}: not JSON ({exc.msg})")
 
 
 def parse_json_line(path: str | Path, number: int, line: str) -> dict[str, Any]:
     """Line ``number`` of a JSONL file as a JSON object."""
+    at = f"{path}, line {number}"
+    return _json_object(line, at, lambda exc: f"{at}: not JSON ({exc.msg} at column {exc.colno})")
+
+
+def _json_object(text: str, at: str, decode_error: Callable[[json.JSONDecodeError], str]) -> dict[str, Any]:
+    """``text`` as a JSON object (no NaN / Infinity); errors name ``at``, a decode error as
+    ``decode_error`` words it."""
     try:
-        value = json.loads(line, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
-        raise RunReadError(f"{path}, line {number}: not JSON ({exc.msg} at column {exc.colno})") from None
+        raise RunReadError(decode_error(exc)) from None
     except ValueError as exc:
-        raise RunReadError(f"{path}, line {number}: not JSON ({exc})") from None
+        raise RunReadError(f"{at}: not JSON ({exc})") from None
     if not isinstance(value, dict):
-        raise RunReadError(f"{path}, line {number}: expected a JSON object, found {type(value).__name__}")
+        raise RunReadError(f"{at}: expected a JSON object, found {type(value).__name__}")
     return value
 
 

@@ -166,3 +166,19 @@ if __name__ == "__main__":
     sys.path.insert(0, str(REPO / "tests"))
     folder, out, limit = sys.argv[1:4]
     sys.exit(control_run(Path(folder), Path(out), int(limit)))
+
+
+def assert_world_replies(recs: Any) -> None:
+    """Every reply of every record speaks the calibration world's language: the first reply of each
+    exchange is an answer label, the second a two-cue explanation (template, history, image and
+    end-of-turn token reach the model as in training)."""
+    from edct_task.calibration import world
+    from edct_task.tiny_vlm.comparison import replies
+
+    for rec in recs:
+        family = rec["sample"]["domain"]
+        for i, text in enumerate(replies(rec)):
+            if i % 2 == 0:
+                assert world.parse_answer(family, text) is not None, (rec["sample"]["id"], text)
+            else:
+                assert len(world.parse_cues(text)) == 2, (rec["sample"]["id"], text)

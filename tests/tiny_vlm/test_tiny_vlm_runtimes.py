@@ -15,7 +15,7 @@ The vLLM runtimes are in tests/vllm/test_tiny_vlm_vllm.py.
 from __future__ import annotations
 
 import pytest
-from support.tiny_vlm_runs import runtime_a, runtime_b, runtime_n
+from support.tiny_vlm_runs import assert_world_replies, runtime_a, runtime_b, runtime_n
 
 from edct_task.calibration import world
 from edct_task.calibration.instructions import write_change
@@ -23,7 +23,7 @@ from edct_task.calibration.reference_vlm import ReferenceVLM
 from edct_task.calibration.samples import generate_samples
 from edct_task.calibration.scene_editor import SceneEditor
 from edct_task.calibration.scenes import scene_of
-from edct_task.tiny_vlm.comparison import compare, records, replies, summary
+from edct_task.tiny_vlm.comparison import compare, records, summary
 from edct_task.tiny_vlm.controls import OriginalImageTarget
 from edct_task.tiny_vlm.store import checkpoint_path
 from model_adapters.contracts import ChatMessage, GenerationParams
@@ -79,13 +79,7 @@ def test_runtimes_a_and_b_score_the_checkpoints_and_the_control_fails(checkpoint
     low_a, high_a = s_af["ccs_binary"][1:]
     low_b, high_b = s_bf["ccs_binary"][1:]
     assert low_a <= high_b and low_b <= high_a  # the CIs overlap
-    for rec in [*a_f.values(), *b_f.values()]:  # world sentences: template, history, image, EOS right
-        family = rec["sample"]["domain"]
-        for i, text in enumerate(replies(rec)):
-            if i % 2 == 0:
-                assert world.parse_answer(family, text) is not None, (rec["sample"]["id"], text)
-            else:
-                assert len(world.parse_cues(text)) == 2, (rec["sample"]["id"], text)
+    assert_world_replies([*a_f.values(), *b_f.values()])
 
 
 def records_of(runtime, folder, out):

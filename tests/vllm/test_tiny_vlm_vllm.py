@@ -18,10 +18,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.tiny_vlm_runs import runtime_a, runtime_b, runtime_c, runtime_d
+from support.tiny_vlm_runs import assert_world_replies, runtime_a, runtime_b, runtime_c, runtime_d
 
-from edct_task.calibration import world
-from edct_task.tiny_vlm.comparison import compare, records, replies, summary
+from edct_task.tiny_vlm.comparison import compare, records, summary
 from edct_task.tiny_vlm.store import checkpoint_path
 
 pytestmark = pytest.mark.vllm
@@ -63,13 +62,7 @@ def test_vllm_runs_the_trained_checkpoint_like_transformers(
         base, got = {s: base[s] for s in alike if s in base}, {s: got[s] for s in alike}
     same = compare(base, got, AutoTokenizer.from_pretrained(str(folder)))
     print(f"\ntransformers {s_t}\nvLLM {s_v}\nagreement {same}")
-    for rec in got.values():
-        family = rec["sample"]["domain"]
-        for i, text in enumerate(replies(rec)):
-            if i % 2 == 0:
-                assert world.parse_answer(family, text) is not None, (rec["sample"]["id"], text)
-            else:
-                assert len(world.parse_cues(text)) == 2, (rec["sample"]["id"], text)
+    assert_world_replies(got.values())
     assert same["agreement"] >= 0.9, same
     for name in ("ccs_binary", "ccs_graded"):
         (_, low_t, high_t), (_, low_v, high_v) = s_t[name], s_v[name]
