@@ -11,8 +11,12 @@ against: max(critical path of one sample at these latencies, CPU seconds of the 
 with every latency 0 ÷ cores) (``benchmarks/floor.py``), with the zero-latency run's CPU seconds
 per stage and the fixed cost (its CPU seconds outside every stage: imports, the task, the
 documents, writing results); beside it the least time the editor and text pools need at their
-concurrency limits (``role_throughput_s``) and ``floor_with_pools_s``, the largest of all these
-lower bounds: 300 edits at 0.5 s with 8 in flight take 18.75 s whatever the CPU does.
+concurrency limits (``role_throughput_s``), the editor pool's bound with the chains before the
+first and after the last edit (``editor_path_s``), and ``floor_with_pools_s``, the largest of all
+these lower bounds: 300 edits at 0.5 s with 8 in flight take 18.75 s whatever the CPU does. A run
+of ``edct run --model`` cannot call its model before lmms-eval is imported: ``startup_s`` times that
+import on its own (``floor.STARTUP``) and ``run_floor_s`` = max(floor with pools, start-up +
+editor path) is the least time such a run can take on this machine.
 ``--editor-concurrency`` raises that limit; ``--lmms-eval-s`` reuses lmms-eval's wall time measured
 earlier in the same sitting (to time an older commit's ``edct run`` against the same loop, with
 ``PYTHONPATH`` pointing at its checkout). Results files land in --out.
@@ -35,7 +39,15 @@ import time
 from pathlib import Path
 
 import yaml
-from floor import cores, cpu_seconds, critical_path_s, per_stage_cpu, role_throughput_s
+from floor import (
+    cores,
+    cpu_seconds,
+    critical_path_s,
+    editor_path_s,
+    per_stage_cpu,
+    role_throughput_s,
+    startup_s,
+)
 
 from edct_task.engine.lockstep import Limits
 
@@ -132,7 +144,10 @@ def main() -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
     def edct_run(name: str, config: Path, target_latency: float) -> tuple[float, float]:
-        args = [str(BIN / "edct"), "run", "--config", str(config), *common(target_latency)]
+        # the module, not the installed `edct` script: an older checkout on PYTHONPATH (for
+        # --lmms-eval-s) runs its own entry point, whatever the script was installed from
+        edct = [str(BIN / "python"), "-m", "edct_task.cli.main"]
+        args = [*edct, "run", "--config", str(config), *common(target_latency)]
         args += ["--output_path", str(out / name), "--no-progress"]
         return timed(args, {**env, "EDCT_CONFIG": str(config), "EDCT_WORK_DIR": str(out / f"work_{name}")})
 
@@ -157,7 +172,21 @@ def main() -> None:
     pools = role_throughput_s(
         zero_calls, a.text_latency, a.editor_latency, LIMITS.text_concurrency, editor_concurrency
     )
-    floor_with_pools = max(floor, *pools.values())
+    edits = zero_calls["calls"].get("edit", 0)
+    edit_cpu = zero_calls.get("cpu_seconds", {}).get("edit", 0.0) / max(1, edits)
+    editor_path = editor_path_s(
+        edits,
+        editor_concurrency,
+        a.target_latency,
+        a.text_latency,
+        a.editor_latency,
+        edit_cpu,
+        verify_s,
+        BATCH_WINDOW_S,
+    )
+    floor_with_pools = max(floor, *pools.values(), editor_path)
+    startup = startup_s(str(BIN / "python"), env)
+    run_floor = max(floor_with_pools, startup + editor_path)
     stages_cpu = per_stage_cpu(zero_calls)
     print(
         json.dumps(
@@ -177,8 +206,12 @@ def main() -> None:
                 "floor_s": round(floor, 1),
                 "edct_run_over_floor": round(t_fast / floor, 2),
                 "role_throughput_s": pools,
+                "editor_path_s": round(editor_path, 2),
                 "floor_with_pools_s": round(floor_with_pools, 1),
                 "edct_run_over_floor_with_pools": round(t_fast / floor_with_pools, 2),
+                "startup_s": round(startup, 2),
+                "run_floor_s": round(run_floor, 1),
+                "edct_run_over_run_floor": round(t_fast / run_floor, 2),
                 "cpu_s_per_stage_zero_latency": stages_cpu,
                 "fixed_cpu_s_zero_latency": round(cpu_zero - sum(stages_cpu.values()), 1),
                 "ccs_binary": {

@@ -13,11 +13,17 @@ window of the pipelined schedule.
 
 Neither term counts the roles' concurrency limits: with 300 edits at 0.5 s and 8 edits in flight
 the editor alone needs 18.75 s, whatever the CPU. ``role_throughput_s`` gives that bound per pool
-(printed beside the floor, not part of it).
+(printed beside the floor, not part of it), and ``editor_path_s`` the tighter one the editor pool
+sets: no edit can start before the first sample has been answered, explained and its instruction
+written, the pool then needs every edit's latency and CPU at its concurrency, and after the last
+edit its sample is verified, asked again and judged. A fast-path run (``edct run --model``) also
+cannot ask its model anything before lmms-eval is imported (its model registry; ``startup_s``
+measures that import on its own): ``bench_lmms.py`` adds it for the floor of such a run.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import resource
 
@@ -25,6 +31,56 @@ import resource
 def critical_path_s(k: int, target: float, text: float, editor: float, verify: float, window: float) -> float:
     target_calls = 2 + 2 * k
     return target_calls * (target + window) + 3 * text + k * (editor + verify)
+
+
+def editor_path_s(
+    edits: int,
+    concurrency: int,
+    target: float,
+    text: float,
+    editor: float,
+    edit_cpu: float,
+    verify: float,
+    window: float,
+) -> float:
+    """Least wall time of the samples' part of a run bound by its editor pool (module docstring):
+    the chain before the first edit (answer, why, concepts, instructions), the pool's busy time —
+    some slot runs ⌈``edits`` ÷ ``concurrency``⌉ edits of latency + CPU each — and the chain after
+    the last edit (verify, answer, why, judge). 0 without edits: the pool bounds nothing then."""
+    if edits <= 0:
+        return 0.0
+    before_first_edit = 2 * (target + window) + 2 * text
+    after_last_edit = verify + 2 * (target + window) + text
+    return before_first_edit + math.ceil(edits / concurrency) * (editor + edit_cpu) + after_last_edit
+
+
+STARTUP = (
+    "from edct_task.lmms.deferred import defer_imports; defer_imports(); "
+    "import edct_task.cli.main, lmms_eval.tasks, lmms_eval.models; print('ready', flush=True)"
+)
+"""What ``edct run --model`` must import before its first model call: its CLI, lmms-eval's task
+module (torch, transformers and datasets with it) and its model registry, with the imports the
+fast path defers deferred."""
+
+
+def startup_s(python: str, env: dict[str, str], tries: int = 2) -> float:
+    """Least time over ``tries`` runs from starting ``python -c STARTUP`` until it has imported
+    everything (its ``ready`` line; the interpreter's exit afterwards is not counted): the
+    start-up no fast-path run avoids."""
+    import subprocess
+    import time
+
+    best = float("inf")
+    for _ in range(tries):
+        start = time.perf_counter()
+        with subprocess.Popen([python, "-c", STARTUP], env=env, stdout=subprocess.PIPE, text=True) as proc:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            ready = time.perf_counter() - start
+            if proc.wait() != 0 or line.strip() != "ready":
+                raise RuntimeError(f"{python} -c {STARTUP!r} failed")
+        best = min(best, ready)
+    return best
 
 
 def cpu_seconds() -> float:

@@ -48,10 +48,31 @@ def _check(pixels: np.ndarray) -> None:
 
 
 def _mask(hsv: np.ndarray, hue: tuple[int, int], s_min: int, v_min: int) -> np.ndarray:
-    h, s, v = hsv[..., 0], hsv[..., 1], hsv[..., 2]
+    """Pixels with hue in ``hue`` (inclusive; ``lo > hi`` wraps around 0), saturation ≥ ``s_min``
+    and value ≥ ``v_min``, as a boolean H×W array. OpenCV's ``inRange`` (one pass in C) instead of
+    numpy's six array comparisons and their temporaries: the same pixels, in less time."""
     lo, hi = hue
-    in_hue = (h >= lo) & (h <= hi) if lo <= hi else (h >= lo) | (h <= hi)
-    return in_hue & (s >= s_min) & (v >= v_min)
+    if lo <= hi:
+        inside = cv2.inRange(hsv, (lo, s_min, v_min), (hi, 255, 255))
+    else:
+        inside = cv2.inRange(hsv, (lo, s_min, v_min), (255, 255, 255))
+        inside |= cv2.inRange(hsv, (0, s_min, v_min), (hi, 255, 255))
+    return inside > 0  # inRange writes 0 or 255
+
+
+def channel_medians(pixels: np.ndarray) -> np.ndarray:
+    """``np.median`` of each channel of a uint8 H×W×C array, as float32, from one histogram per
+    channel (counting instead of sorting; exactly the same values: the middle value, or the mean
+    of the two middle values, of each channel)."""
+    flat = pixels.reshape(-1, pixels.shape[-1])
+    n = flat.shape[0]
+    out = np.empty(flat.shape[1], dtype=np.float32)
+    for c in range(flat.shape[1]):
+        below = np.cumsum(np.bincount(flat[:, c], minlength=256))
+        lower = int(np.searchsorted(below, (n - 1) // 2 + 1))  # value of rank (n-1)//2
+        upper = int(np.searchsorted(below, n // 2 + 1))  # value of rank n//2
+        out[c] = np.float32(lower + upper) / np.float32(2)
+    return out
 
 
 def _dominant(masks: dict[str, np.ndarray]) -> str | None:
@@ -103,7 +124,7 @@ def perceive_context(pixels: np.ndarray) -> tuple[str, str]:
     """(nearest context tint, texture signature) of the top band of an RGB array."""
     _check(pixels)
     band = pixels[:TOP_BAND].astype(np.float32)
-    median = np.median(band.reshape(-1, 3), axis=0)
+    median = channel_medians(pixels[:TOP_BAND])
     context = min(TINTS, key=lambda name: float(np.sum((np.asarray(TINTS[name]) - median) ** 2)))
     grey = band.mean(axis=2)
     blocks = cv2.resize(grey, (8, 2), interpolation=cv2.INTER_AREA)

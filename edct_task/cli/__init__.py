@@ -1,1 +1,1 @@
-"""The ``edct`` command line (``edct_task.cli.main:main``)."""
+"""The ``edct`` command line (``edct_task.cli.main:console``, which runs ``main``)."""

@@ -328,10 +328,17 @@ HandlerTable = dict[type, Handler]
 
 
 def handler_table(
-    roles: Backends, store: ImageStore, config: ProtocolConfig, gate: GateParams, *, target_batch_size: int
+    roles: Backends,
+    store: ImageStore,
+    config: ProtocolConfig,
+    gate: GateParams,
+    *,
+    target_batch_size: int,
+    pixels: PixelCache | None = None,
 ) -> HandlerTable:
-    """Every request type's handler for one run."""
-    pixels = PixelCache(store)
+    """Every request type's handler for one run, sharing ``pixels`` (a new one over ``store`` if
+    None; the fast path passes its own, holding the documents' images it has just decoded)."""
+    pixels = pixels if pixels is not None else PixelCache(store)
     return {
         AskTarget: TargetHandler(roles, pixels, config, target_batch_size),
         AskLLM: LLMHandler(roles, config),

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from edct_task.core.records import SampleInput, SampleRecord
 from edct_task.engine.dispatch import CallLog, Concurrency, Dispatcher, Observer, Progress
 from edct_task.engine.drive import SampleQueue, SampleRun
-from edct_task.engine.handlers import Backends, handler_table
+from edct_task.engine.handlers import Backends, PixelCache, handler_table
 from edct_task.engine.pipeline import run_pipelined
 from edct_task.engine.protocol import ProtocolConfig
 from edct_task.engine.stage_cache import ImageStore, StageCache
@@ -82,15 +82,19 @@ def build_dispatcher(
     call_log: Path | None = None,
     progress: bool = False,
     run_name: str = "",
+    pixels: PixelCache | None = None,
 ) -> Dispatcher:
     """The dispatcher of one run: the handler table behind the cache, with its observers
-    (``progress``: per-stage bars on a terminal, a heartbeat line naming ``run_name`` otherwise)."""
+    (``progress``: per-stage bars on a terminal, a heartbeat line naming ``run_name`` otherwise),
+    its handlers sharing ``pixels`` (``handler_table``)."""
     observers: list[Observer] = []
     if progress:
         observers.append(Progress(name=run_name))
     if call_log is not None:
         observers.append(CallLog(call_log))
-    handlers = handler_table(roles, images, protocol, gate, target_batch_size=limits.target_batch_size)
+    handlers = handler_table(
+        roles, images, protocol, gate, target_batch_size=limits.target_batch_size, pixels=pixels
+    )
     return Dispatcher(
         handlers,
         cache,

@@ -7,13 +7,14 @@ from the dataset the task YAML names or from ``$EDCT_BENCH_DATA``.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import contextvars
 import functools
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -69,8 +70,9 @@ class DocumentScope:
     tasks (``document_scope``): the run's image store and roles — the hooks use them instead of
     building their own settings from ``$EDCT_CONFIG`` (``lmms.settings.settings``) — and how many
     documents of each task it will use (``limit``; None: all). ``calibration_docs`` then builds
-    only the first ``limit`` documents (the same documents, byte for byte) and records how many
-    its task has (``rows``), so the results still count every document of the task."""
+    only the first ``limit`` documents (the same documents, byte for byte), taking those
+    ``ahead`` built already, and records how many its task has (``rows``), so the results still
+    count every document of the task."""
 
     images: Any
     """The run's ``ImageStore``."""
@@ -78,6 +80,8 @@ class DocumentScope:
     """The run's role specs (``RunConfig.role_specs()``): the EDCT-Bench hooks refuse
     calibration-only ones on real photographs, as they do with ``$EDCT_CONFIG``'s."""
     limit: int | None = None
+    ahead: RenderAhead | None = None
+    """Calibration documents built before lmms-eval asked for them (``RenderAhead``)."""
     _rows: list[tuple[Any, int]] = field(default_factory=list)
 
     def built(self, docs: Any, rows: int) -> Any:
@@ -128,8 +132,6 @@ def calibration_docs(dataset: Any) -> Any:
     """
     import datasets
 
-    from edct_task.calibration import calibration_sample
-
     rows = list(dataset)
     if not rows:
         raise ValueError("edct_calibration: the document index is empty")
@@ -140,25 +142,124 @@ def calibration_docs(dataset: Any) -> Any:
     scope = _SCOPE.get()
     used = rows if scope is None or scope.limit is None else rows[: scope.limit]
     images = _engine_ready().images if scope is None else scope.images
-    docs = []
-    for row in used:
-        i = int(row["index"])
-        s = calibration_sample(i, seed)
-        ref = images.put(s.image)
-        docs.append(
-            {
-                "id": s.id,
-                "domain": s.domain,
-                "question": s.question,
-                "system_prompt": s.system_prompt,
-                "source": "calibration",
-                "source_id": f"{seed}:{i}",
-                "metadata": json.dumps({"expected_answer": str(s.expected_answer)}),
-                "image": {"bytes": images.path(ref).read_bytes(), "path": None},
-            }
-        )
+    keys = [(int(row["index"]), seed) for row in used]
+
+    def build(index: int, seed: int) -> dict[str, Any]:
+        return calibration_doc(index, seed, images)
+
+    ahead = None if scope is None else scope.ahead
+    docs = [build(*key) for key in keys] if ahead is None else ahead.collect(keys, build)
     built = datasets.Dataset.from_list(docs, features=_doc_features())
     return built if scope is None else scope.built(built, len(rows))
+
+
+def calibration_doc(index: int, seed: int, images: Any) -> dict[str, Any]:
+    """Document ``index`` of the calibration world ``seed``, its image stored in ``images`` (the
+    document carries the stored PNG, whose text chunks keep the scene graph)."""
+    from edct_task.calibration import calibration_sample
+
+    s = calibration_sample(index, seed)
+    ref = images.put(s.image)
+    return {
+        "id": s.id,
+        "domain": s.domain,
+        "question": s.question,
+        "system_prompt": s.system_prompt,
+        "source": "calibration",
+        "source_id": f"{seed}:{index}",
+        "metadata": json.dumps({"expected_answer": str(s.expected_answer)}),
+        "image": {"bytes": images.path(ref).read_bytes(), "path": None},
+    }
+
+
+Doc = dict[str, Any]
+"""One lmms-eval document (a row of the EDCT-Bench dataset format)."""
+
+
+class RenderAhead:
+    """Calibration documents built in a worker process before lmms-eval asks for them.
+
+    ``edct run --model … --tasks edct_calibration`` knows the documents it will use (the task's
+    index file, the first ``--limit`` rows) before lmms-eval is imported; building them (render,
+    PNG, store: ~12 ms CPU each) would otherwise run after that import, one after another, before
+    the first model call. A process, not a thread: both the import and the rendering hold the GIL
+    most of the time, so a thread only slows the import down by what it saves.
+
+    ``calibration_docs`` collects them (``collect``): the worker's documents from the front of the
+    list while the hook builds the ones the worker has not started from the back, so a hook that
+    is ready before the worker is done shares the work instead of waiting for it. A row not
+    predicted, or one whose build failed in the worker, is built by the hook (a failure is then
+    raised where it always was), so the documents are the hook's own either way.
+    """
+
+    def __init__(self, work_dir: Path, rows: Sequence[tuple[int, int]]) -> None:
+        import multiprocessing
+
+        from edct_task.engine.stage_cache import ImageStore
+
+        # spawn: the caller may have threads (a fork could copy a held lock); nothing is inherited
+        self._pool = concurrent.futures.ProcessPoolExecutor(
+            1, mp_context=multiprocessing.get_context("spawn")
+        )
+        images = ImageStore(work_dir)
+        self._built = {row: self._pool.submit(calibration_doc, *row, images) for row in rows}
+        self.provided = 0
+        """Documents the worker built that were collected."""
+
+    def collect(self, rows: Sequence[tuple[int, int]], build: Callable[[int, int], Doc]) -> list[Doc]:
+        """The documents of ``rows`` (``(index, seed)``), in order: the worker's where it built or
+        is building them, ``build(index, seed)`` for the rest — taken from the back of the list,
+        where the worker has not started, while the worker goes on from the front."""
+        docs: dict[int, Doc] = {}
+        front, back = 0, len(rows) - 1
+        while front <= back:
+            head = self._built.get(rows[front])
+            if head is None or head.done():
+                docs[front] = self._take(rows[front], build)
+                front += 1
+            elif (tail := self._built.get(rows[back])) is None or tail.cancel():
+                self._built.pop(rows[back], None)
+                docs[back] = build(*rows[back])
+                back -= 1
+            else:  # the worker holds both ends: wait for the front
+                docs[front] = self._take(rows[front], build)
+                front += 1
+        return [docs[i] for i in range(len(rows))]
+
+    def _take(self, row: tuple[int, int], build: Callable[[int, int], Doc]) -> Doc:
+        built = self._built.pop(row, None)
+        if built is not None and not built.cancel():
+            try:
+                doc = built.result()
+            except Exception:  # built again here, raising what it raises
+                pass
+            else:
+                self.provided += 1
+                return doc
+        return build(*row)
+
+    def wait(self) -> None:
+        """Block until the worker has built (or failed to build) every document not collected yet."""
+        concurrent.futures.wait(list(self._built.values()))
+
+    def close(self) -> None:
+        """Drop what was not collected and stop the worker (it finishes the document it is on)."""
+        self._built.clear()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def calibration_rows(limit: int | None) -> list[tuple[int, int]]:
+    """``(index, seed)`` of the first ``limit`` rows (all: None) of the shipped calibration index."""
+    from task_configs import CALIBRATION_INDEX, TASK_DIR
+
+    rows = []
+    for line in (TASK_DIR / CALIBRATION_INDEX).read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            rows.append((int(row["index"]), int(row.get("seed", 0))))
+        if limit is not None and len(rows) >= limit:
+            break
+    return rows
 
 
 def _bench_docs(dataset: Any, domain: str) -> Any:

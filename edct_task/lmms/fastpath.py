@@ -2,7 +2,8 @@
 
 Builds the model through lmms-eval's registry and the tasks through lmms-eval's ``TaskManager``
 (so documents are exactly those of ``lmms-eval --tasks …``; the manager indexes the EDCT task
-folder alone, and the EDCT hooks build only the documents ``--limit`` asks for), then runs the
+folder alone, and the EDCT hooks build only the documents ``--limit`` asks for — the calibration
+world's in a worker process while lmms-eval is imported, ``render_ahead``), then runs the
 batched driver (``edct_task.engine.lockstep.run_lockstep``): every step's target requests go to
 the model as ONE ``generate_until`` call with one ``Instance`` per conversation, chat models
 receiving the real multi-turn history (answer → why), simple models the same single-turn
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,13 +30,15 @@ from edct_task.core.records import SampleRecord
 from edct_task.lmms import documents, turns
 from edct_task.lmms import results as lmms_results
 from edct_task.lmms.deferred import defer_imports, imports_refused
-from edct_task.lmms.settings import Settings, build_settings
+from edct_task.lmms.settings import Settings, build_settings, open_work_dir
 from edct_task.lmms.turns import render_turn
 from edct_task.roles import refuse_calibration_roles
 from edct_task.run.log import LmmsRunBlock, run_versions
 from edct_task.scoring.health import judge_health
 from model_adapters.contracts import ChatMessage, Completion, GenerationParams
 from model_adapters.secrets import is_secret_name
+
+log = logging.getLogger(__name__)
 
 FASTPATH_TASK = "edct_fastpath"
 """The ``task_dict`` entry our Instances point at inside the lmms-eval model."""
@@ -71,8 +75,7 @@ def build_model(
 ) -> Any:
     """An lmms-eval model instance, through its own registry (entry points included)."""
     defer_imports()  # before lmms-eval's first import: what it imports and the fast path never uses
-    import lmms_eval.evaluator  # noqa: F401 - loads the registry and the entry points
-    from lmms_eval.models import get_model
+    from lmms_eval.models import get_model  # its registry loads the entry points (not evaluator: 0.2 s)
 
     cls = get_model(model, force_simple=force_simple)
     extra = {"batch_size": batch_size, "device": device}
@@ -239,12 +242,16 @@ def run_fastpath(
     the target's requests."""
     defer_imports()  # before lmms-eval's first import: what it imports and the fast path never uses
     overrides = parse_gen_kwargs(gen_kwargs)
-    manager, names = edct_tasks(tasks, model)  # other names are refused before the model is built
-    if lm is None:
-        lm = build_model(model, model_args, batch_size=batch_size, device=device)
-    target = LmmsTarget(lm, model, model_args, overrides)
-    settings = build_settings(config, target=target, run_name=f"{model} on {tasks}")
+    opened = open_work_dir(config)  # a bad cache folder is refused before anything is built
+    ahead: documents.RenderAhead | None = None
+    settings: Settings | None = None
     try:
+        ahead = render_ahead(tasks, limit, opened[0])
+        manager, names = edct_tasks(tasks, model)  # other names are refused before the model is built
+        if lm is None:
+            lm = build_model(model, model_args, batch_size=batch_size, device=device)
+        target = LmmsTarget(lm, model, model_args, overrides)
+        settings = build_settings(config, target=target, run_name=f"{model} on {tasks}", opened=opened)
         return _evaluate(
             settings,
             target,
@@ -259,9 +266,29 @@ def run_fastpath(
             batch_size,
             device,
             bootstrap_iters,
+            ahead,
         )
     finally:
-        settings.close()
+        if ahead is not None:
+            ahead.close()
+        if settings is not None:
+            settings.close()
+        else:
+            opened[1].close()
+
+
+def render_ahead(tasks: str, limit: int | None, work_dir: Path) -> documents.RenderAhead | None:
+    """Start building the calibration documents a run of ``tasks`` will use while lmms-eval is
+    imported and builds its tasks (``documents.RenderAhead``); None unless every name in ``tasks``
+    is an EDCT task and one is ``edct_calibration`` (a run whose names are refused builds nothing)."""
+    requested = {t.strip() for t in tasks.split(",") if t.strip()}
+    if "edct_calibration" not in requested or not requested <= set(EDCT_TASKS):
+        return None
+    try:
+        return documents.RenderAhead(work_dir, documents.calibration_rows(limit))
+    except OSError as exc:  # no process to be had: the hook builds every document itself
+        log.warning("building the calibration documents in place (no worker process: %s)", exc)
+        return None
 
 
 def _evaluate(
@@ -278,6 +305,7 @@ def _evaluate(
     batch_size: int | str | None,
     device: str | None,
     bootstrap_iters: int,
+    ahead: documents.RenderAhead | None = None,
 ) -> FastPathOutcome:
     from lmms_eval.evaluator_utils import (
         consolidate_group_results,
@@ -296,7 +324,7 @@ def _evaluate(
     started = time.perf_counter()
     tracker = EvaluationTracker(output_path=str(output_path))
 
-    scope = documents.DocumentScope(settings.images, settings.config.role_specs(), limit)
+    scope = documents.DocumentScope(settings.images, settings.config.role_specs(), limit, ahead)
     with documents.document_scope(scope):  # the hooks build only the documents used, in our store
         task_dict = get_task_dict(names, manager)
     eval_tasks = get_task_list(task_dict)
@@ -320,7 +348,7 @@ def _evaluate(
         for _, doc in chosen:
             try:
                 image, notes = documents.doc_image_and_notes(doc)
-                ref = settings.images.put(image)
+                ref = settings.pixels.put(image)  # kept decoded: the first target batches read it
             except documents.IMAGE_ERRORS as exc:  # a bad image costs its document, recorded
                 unreadable.append(documents.unreadable_record(doc, exc))
                 continue

@@ -5,9 +5,9 @@
     [project.entry-points."lmms_eval.models"]
     edct = "edct_task.lmms.plugin:manifests"
 
-lmms-eval calls ``manifests()`` while it builds its model registry (on ``import
-lmms_eval.evaluator``, before any ``TaskManager`` exists). That call is the only early hook a plugin
-gets, so besides returning the model manifest it adds this package's task folder to every
+lmms-eval calls ``manifests()`` while it builds its model registry (on ``import lmms_eval.models``,
+which ``lmms_eval.evaluator`` imports, before any ``TaskManager`` exists). That call is the only
+early hook a plugin gets, so besides returning the model manifest it adds this package's task folder to every
 ``TaskManager`` built afterwards: ``lmms-eval --tasks edct_bench`` works without ``--include_path``.
 If a future lmms-eval no longer lets it do that, it says so and prints the ``--include_path`` form.
 """

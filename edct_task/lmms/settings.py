@@ -19,6 +19,7 @@ from edct_task import prompts
 from edct_task.config import RunConfig, calibration_config
 from edct_task.core.errors import ConfigError
 from edct_task.engine.dispatch import Dispatcher
+from edct_task.engine.handlers import PixelCache
 from edct_task.engine.lockstep import build_dispatcher
 from edct_task.engine.protocol import ProtocolConfig
 from edct_task.engine.stage_cache import CacheSchemaError, ImageStore, StageCache
@@ -45,6 +46,9 @@ class Settings:
     cache: StageCache
     dispatcher: Dispatcher
     work_dir: Path
+    pixels: PixelCache
+    """Decoded images by ref, shared with the dispatcher's handlers (``PixelCache.put`` stores an
+    image and keeps it decoded for the requests that read it next)."""
 
     @property
     def protocol(self) -> ProtocolConfig:
@@ -99,11 +103,10 @@ def settings() -> Settings:
         return built
 
 
-def build_settings(
-    config: RunConfig, work_dir: Path | None = None, *, target: Any = None, run_name: str = ""
-) -> Settings:
-    """The stage cache first (a stale cache folder is refused before anything is built), then the
-    non-target roles."""
+def open_work_dir(config: RunConfig, work_dir: Path | None = None) -> tuple[Path, StageCache]:
+    """The run's work folder (``work_dir``, else ``$EDCT_WORK_DIR``, else the config's cache dir),
+    checked writable and announced, and its stage cache opened (a stale cache folder is refused
+    here, before anything is built)."""
     where = ""
     if work_dir is None:
         env = os.environ.get(ENV_WORK_DIR)
@@ -114,9 +117,22 @@ def build_settings(
     # announced: lmms-eval's own loop would otherwise fill ./runs/edct-lmms/cache without a word
     print(f"edct: stage cache and edited images in {work_dir}{where}", file=sys.stderr, flush=True)
     try:
-        cache = StageCache(work_dir)
+        return work_dir, StageCache(work_dir)
     except CacheSchemaError as exc:
         raise ConfigError(str(exc)) from None
+
+
+def build_settings(
+    config: RunConfig,
+    work_dir: Path | None = None,
+    *,
+    target: Any = None,
+    run_name: str = "",
+    opened: tuple[Path, StageCache] | None = None,
+) -> Settings:
+    """The stage cache first (``open_work_dir``, or ``opened``: what it returned, now owned by the
+    settings), then the non-target roles."""
+    work_dir, cache = opened if opened is not None else open_work_dir(config, work_dir)
     specs = {r: s for r, s in config.role_specs().items() if r != "target"}
     try:
         roles = build_roles(specs, require_target=False)
@@ -134,6 +150,7 @@ def build_settings(
             "k=%d needs %d target rounds; raise generation_kwargs.max_agentic_steps", protocol.k, needed
         )
     images = ImageStore(work_dir)
+    pixels = PixelCache(images)
     dispatcher = build_dispatcher(
         roles,
         images,
@@ -143,8 +160,9 @@ def build_settings(
         limits=config.limits,
         progress=target is not None and config.progress,
         run_name=run_name,
+        pixels=pixels,
     )
-    return Settings(config, roles, images, cache, dispatcher, work_dir)
+    return Settings(config, roles, images, cache, dispatcher, work_dir, pixels)
 
 
 def rounds_needed(protocol: ProtocolConfig) -> int:

@@ -21,9 +21,9 @@ from edct_task.engine.stage_cache import ImageStore
 from edct_task.lmms import documents
 from edct_task.lmms import settings as lmms_settings
 from edct_task.lmms.fastpath import build_model, run_fastpath
-from task_configs import TASK_DIR
+from task_configs import CALIBRATION_INDEX, TASK_DIR
 
-INDEX_ROWS = sum(1 for line in (TASK_DIR / "edct_calibration_index.jsonl").read_text().splitlines() if line)
+INDEX_ROWS = sum(1 for line in (TASK_DIR / CALIBRATION_INDEX).read_text().splitlines() if line)
 
 
 @pytest.fixture()
@@ -54,18 +54,37 @@ def fast_env(tmp_path, monkeypatch):
     lmms_settings.release()
 
 
-def test_a_limit_5_run_builds_5_documents_from_the_edct_folder_alone(tmp_path, fast_env, counted):
+def _run_5(tmp_path, config):
+    """The fast path on the first 5 calibration documents, with the faithful reference model."""
     lm = build_model("edct_reference", "behavior=faithful")
-    out = run_fastpath(
+    return run_fastpath(
         "edct_reference",
         "behavior=faithful",
         "edct_calibration",
-        config=fast_env,
+        config=config,
         output_path=tmp_path / "fast",
         limit=5,
         lm=lm,
     )
-    assert counted["samples"] == 5
+
+
+def test_a_limit_5_run_builds_5_documents_from_the_edct_folder_alone(
+    tmp_path, fast_env, counted, monkeypatch
+):
+    import edct_task.lmms.fastpath as fastpath
+
+    ahead_rows, aheads = [], []
+    real_ahead = documents.RenderAhead
+
+    def recorded_ahead(work_dir, rows):
+        ahead_rows.append(list(rows))
+        aheads.append(real_ahead(work_dir, rows))
+        return aheads[-1]
+
+    monkeypatch.setattr(fastpath.documents, "RenderAhead", recorded_ahead)
+    out = _run_5(tmp_path, fast_env)
+    assert ahead_rows == [[(i, 0) for i in range(5)]]
+    assert counted["samples"] + aheads[0].provided == 5  # here, or in the render-ahead process
     edct_yaml_files = sum(1 for p in TASK_DIR.rglob("*") if p.suffix == ".yaml" or p.name.endswith("_yaml"))
     assert 0 < counted["yaml"] <= 2 * edct_yaml_files  # lmms-eval's own 3,000+ were not read
     assert [r.sample.id for r in out.records] == [calibration.calibration_sample(i).id for i in range(5)]
@@ -74,9 +93,7 @@ def test_a_limit_5_run_builds_5_documents_from_the_edct_folder_alone(tmp_path, f
 
 
 def test_scoped_documents_are_the_first_documents_of_the_full_build(tmp_path, fast_env):
-    index = datasets.load_dataset(
-        "json", data_files=str(TASK_DIR / "edct_calibration_index.jsonl"), split="train"
-    ).select(range(12))
+    index = _index(12)
     full = documents.calibration_docs(index)  # as lmms-eval builds it: every row
     scope = documents.DocumentScope(ImageStore(tmp_path / "store"), fast_env.role_specs(), limit=4)
     with documents.document_scope(scope):
@@ -87,12 +104,72 @@ def test_scoped_documents_are_the_first_documents_of_the_full_build(tmp_path, fa
     assert documents._SCOPE.get() is None
 
 
+def _index(rows: int) -> datasets.Dataset:
+    return datasets.load_dataset("json", data_files=str(TASK_DIR / CALIBRATION_INDEX), split="train").select(
+        range(rows)
+    )
+
+
+def test_documents_built_ahead_are_the_hooks_own_and_rows_not_built_ahead_are_built_in_place(
+    tmp_path, fast_env, counted
+):
+    index = _index(6)
+    full = documents.calibration_docs(index)
+    assert counted["samples"] == 6
+    ahead = documents.RenderAhead(tmp_path / "store", documents.calibration_rows(3))
+    ahead.wait()
+    scope = documents.DocumentScope(
+        ImageStore(tmp_path / "store"), fast_env.role_specs(), limit=5, ahead=ahead
+    )
+    try:
+        with documents.document_scope(scope):
+            part = documents.calibration_docs(index)
+    finally:
+        ahead.close()
+    assert [part[i] for i in range(5)] == [full[i] for i in range(5)]  # image bytes included
+    assert counted["samples"] == 6 + 2 and ahead.provided == 3  # rows 3 and 4 here, 0-2 in the worker
+    assert scope.rows(part) == 6
+
+
+def test_a_failed_build_ahead_is_built_in_place_and_raises_there(tmp_path, fast_env, counted):
+    ahead = documents.RenderAhead(tmp_path / "store", [(-1, 0), (0, 0)])
+    built_here = []
+
+    def build(index, seed):
+        built_here.append(index)
+        return {"id": f"here-{index}"}
+
+    try:
+        ahead.wait()
+        docs = ahead.collect([(-1, 0), (0, 0), (1, 0)], build)
+    finally:
+        ahead.close()
+    # -1 raised in the worker, 1 was not asked of it: both built here; 0 is the worker's
+    assert built_here == [-1, 1] and ahead.provided == 1
+    assert [d["id"] for d in docs] == ["here--1", calibration.calibration_sample(0).id, "here-1"]
+    scope = documents.DocumentScope(ImageStore(tmp_path / "store"), fast_env.role_specs(), ahead=None)
+    with documents.document_scope(scope), pytest.raises(documents.TaskLoadError, match="index must be >= 0"):
+        documents.calibration_docs([{"index": -1, "seed": 0}])
+
+
+def test_the_index_rows_predicted_are_the_tasks_index_file():
+    yaml_text = (TASK_DIR / "edct_calibration.yaml").read_text()
+    assert f"data_files: {CALIBRATION_INDEX}" in yaml_text
+    rows = documents.calibration_rows(None)
+    assert len(rows) == INDEX_ROWS
+    assert rows[:3] == [(r["index"], r["seed"]) for r in _index(3)]
+    assert documents.calibration_rows(7) == rows[:7]
+
+
 def test_other_task_names_are_refused_before_the_model_and_any_document(
     tmp_path, fast_env, counted, capsys, monkeypatch
 ):
     import edct_task.lmms.fastpath as fastpath
 
     monkeypatch.setattr(fastpath, "build_model", lambda *a, **k: pytest.fail("the model was built"))
+    monkeypatch.setattr(
+        fastpath.documents, "RenderAhead", lambda *a, **k: pytest.fail("documents were built ahead")
+    )
     code = edct_main(
         [
             "run",
@@ -137,3 +214,38 @@ def test_lmms_evals_evaluate_is_imported_on_first_use(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().endswith("ok")
+
+
+def test_documents_the_worker_has_not_started_are_built_by_the_caller_from_the_back(tmp_path, counted):
+    rows = documents.calibration_rows(40)
+    ahead = documents.RenderAhead(tmp_path / "store", rows)
+    built_here = []
+
+    def build(index, seed):
+        built_here.append(index)
+        return documents.calibration_doc(index, seed, ImageStore(tmp_path / "store"))
+
+    try:
+        docs = ahead.collect(rows, build)  # at once: the worker process is still starting
+    finally:
+        ahead.close()
+    assert counted["samples"] == len(built_here) > 0  # rendered in this process: only those
+    assert ahead.provided + len(built_here) == 40
+    assert built_here == sorted(built_here, reverse=True)  # from the back…
+    assert built_here[0] == 39 and built_here[-1] >= ahead.provided  # …meeting the worker's front
+    assert [d["id"] for d in docs] == [calibration.calibration_sample(i).id for i in range(40)]
+
+
+def test_the_documents_images_reach_the_model_without_being_read_back(tmp_path, fast_env, monkeypatch):
+    reads = []
+    real_get = ImageStore.get
+
+    def get(self, ref):
+        reads.append(ref)
+        return real_get(self, ref)
+
+    monkeypatch.setattr(ImageStore, "get", get)
+    out = _run_5(tmp_path, fast_env)
+    documents_images = {r.sample.image for r in out.records}
+    assert len(documents_images) == 5 and {r.status for r in out.records} == {"scored"}
+    assert not documents_images & set(reads)  # decoded once, for the sample, and kept decoded
