@@ -133,14 +133,16 @@ def exit_promptly(code: int) -> NoReturn:
     others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
     if multiprocessing.active_children() or any(t.is_alive() for t in others):
         sys.exit(code)
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
+    _flush_standard_streams()
     atexit._run_exitfuncs()
+    _flush_standard_streams()  # what the handlers printed
+    os._exit(code)
+
+
+def _flush_standard_streams() -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-    os._exit(code)
 
 
 if __name__ == "__main__":

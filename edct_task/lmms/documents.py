@@ -144,7 +144,7 @@ def calibration_docs(dataset: Any) -> Any:
     images = _engine_ready().images if scope is None else scope.images
     keys = [(int(row["index"]), seed) for row in used]
 
-    def build(index: int, seed: int) -> dict[str, Any]:
+    def build(index: int, seed: int) -> Doc:
         return calibration_doc(index, seed, images)
 
     ahead = None if scope is None else scope.ahead
@@ -153,7 +153,11 @@ def calibration_docs(dataset: Any) -> Any:
     return built if scope is None else scope.built(built, len(rows))
 
 
-def calibration_doc(index: int, seed: int, images: Any) -> dict[str, Any]:
+Doc = dict[str, Any]
+"""One lmms-eval document (a row of the EDCT-Bench dataset format)."""
+
+
+def calibration_doc(index: int, seed: int, images: Any) -> Doc:
     """Document ``index`` of the calibration world ``seed``, its image stored in ``images`` (the
     document carries the stored PNG, whose text chunks keep the scene graph)."""
     from edct_task.calibration import calibration_sample
@@ -170,10 +174,6 @@ def calibration_doc(index: int, seed: int, images: Any) -> dict[str, Any]:
         "metadata": json.dumps({"expected_answer": str(s.expected_answer)}),
         "image": {"bytes": images.path(ref).read_bytes(), "path": None},
     }
-
-
-Doc = dict[str, Any]
-"""One lmms-eval document (a row of the EDCT-Bench dataset format)."""
 
 
 class RenderAhead:
@@ -214,16 +214,15 @@ class RenderAhead:
         front, back = 0, len(rows) - 1
         while front <= back:
             head = self._built.get(rows[front])
-            if head is None or head.done():
-                docs[front] = self._take(rows[front], build)
-                front += 1
-            elif (tail := self._built.get(rows[back])) is None or tail.cancel():
-                self._built.pop(rows[back], None)
-                docs[back] = build(*rows[back])
-                back -= 1
-            else:  # the worker holds both ends: wait for the front
-                docs[front] = self._take(rows[front], build)
-                front += 1
+            if head is not None and not head.done():  # the worker is on the front: try the back
+                tail = self._built.pop(rows[back], None)
+                if tail is None or tail.cancel():
+                    docs[back] = build(*rows[back])
+                    back -= 1
+                    continue
+                self._built[rows[back]] = tail  # the worker holds both ends: wait for the front
+            docs[front] = self._take(rows[front], build)
+            front += 1
         return [docs[i] for i in range(len(rows))]
 
     def _take(self, row: tuple[int, int], build: Callable[[int, int], Doc]) -> Doc:

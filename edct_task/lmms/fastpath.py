@@ -281,7 +281,7 @@ def render_ahead(tasks: str, limit: int | None, work_dir: Path) -> documents.Ren
     """Start building the calibration documents a run of ``tasks`` will use while lmms-eval is
     imported and builds its tasks (``documents.RenderAhead``); None unless every name in ``tasks``
     is an EDCT task and one is ``edct_calibration`` (a run whose names are refused builds nothing)."""
-    requested = {t.strip() for t in tasks.split(",") if t.strip()}
+    requested = set(requested_tasks(tasks))
     if "edct_calibration" not in requested or not requested <= set(EDCT_TASKS):
         return None
     try:
@@ -472,6 +472,11 @@ def _evaluate(
     return outcome
 
 
+def requested_tasks(tasks: str) -> list[str]:
+    """The task names of ``--tasks`` (comma-separated, blanks ignored)."""
+    return [t.strip() for t in tasks.split(",") if t.strip()]
+
+
 def edct_tasks(tasks: str, model: str) -> tuple[Any, list[str]]:
     """lmms-eval's ``TaskManager`` over the EDCT task folder alone and the task names ``tasks``
     (``--tasks``) resolves to in it; ``ConfigError`` for any other name (``unknown_tasks``).
@@ -480,7 +485,7 @@ def edct_tasks(tasks: str, model: str) -> tuple[Any, list[str]]:
 
     from edct_task.lmms.plugin import task_dir
 
-    requested = [t.strip() for t in tasks.split(",") if t.strip()]
+    requested = requested_tasks(tasks)
     manager = TaskManager("WARNING", include_path=task_dir(), include_defaults=False, model_name=model)
     names = manager.match_tasks(requested)
     unknown = sorted(set(requested) - set(names))
