@@ -299,9 +299,20 @@ class _Batcher:
     """Continuous micro-batching of one handler's requests (the target's), the way a serving engine
     batches: a batch goes out when ``size`` requests wait, ``window_s`` after the first of them
     arrived, or as soon as a slot frees while requests wait (``slots`` batches in flight); a batch
-    takes the requests of the samples furthest along first (``furthest_first``). Driven
-    by events (an arrival, the window's timer, a freed slot) on the dispatcher's ``Runtime``, so
-    the same batching runs on threads and on the virtual clock of ``edct estimate``."""
+    takes the requests of the samples furthest along first (``furthest_first``).
+
+    One exception to "as soon as a slot frees": when the batch that came back held first turns
+    and fewer than a batch of requests past their first turn wait (a run's start, where hundreds
+    of first questions queue), that batch's samples are about to send the run's furthest requests
+    — their next turns, which the driver issues as it takes the replies. The freed slot then
+    waits for them up to one batch window (or until a batch of them is there) instead of sending
+    yet another batch of first questions; otherwise the first explanations wait a whole batch
+    longer and the pools after them (the editors, a run's slowest) start that much later. A hold
+    costs the slot at most one window, what an unfilled batch waits anyway.
+
+    Driven by events (an arrival, the window's timer, a freed slot) on the dispatcher's
+    ``Runtime``, so the same batching runs on threads and on the virtual clock of ``edct
+    estimate``."""
 
     def __init__(
         self, send: Callable[[list[_Item]], Future], size: int, slots: int, window_s: float, runtime: Runtime
@@ -310,6 +321,10 @@ class _Batcher:
         self._free = slots
         self._items: list[_Item] = []
         self._first: float | None = None
+        self._hold_until: float | None = None
+        """While set: a freed slot waits for follow-ups (see the class docstring) until then."""
+        self._past_first = 0
+        """Waiting requests past their sample's first turn."""
         self._lock = threading.RLock()
         self._timer: Any = None
         self._closed = False
@@ -319,6 +334,7 @@ class _Batcher:
             if not self._items:
                 self._open_window()
             self._items.append(item)
+            self._past_first += progress(item[0]) > FIRST_TURN
             self._pump()
 
     def _open_window(self) -> None:
@@ -330,23 +346,45 @@ class _Batcher:
             if not self._closed:
                 self._pump()
 
-    def _release(self, _f: Future) -> None:
+    def _release_after(self, returned: list[_Item], _f: Future) -> None:
+        """A batch came back: its slot is free again (a hold for its follow-ups may start)."""
         with self._lock:
             self._free += 1
+            if (
+                self._items
+                and self._past_first < self.size
+                and any(progress(r) <= FIRST_TURN for r, _, _ in returned)
+            ):
+                self._hold_until = self._rt.now() + self.window_s
+                self._rt.call_later(self.window_s, self._due)
             self._pump()
 
+    def _holding(self) -> bool:
+        """Whether a freed slot still waits for the follow-ups of the batch that came back: until
+        the hold's window passes or a batch of requests past their first turn is waiting."""
+        if self._hold_until is None:
+            return False
+        if self._past_first >= self.size or self._rt.now() >= self._hold_until:
+            self._hold_until = None
+            return False
+        return True
+
     def _pump(self) -> None:
-        """Send batches while a slot is free and a batch is full or its window has passed."""
+        """Send batches while a slot is free and a batch is full or its window has passed (and no
+        hold for follow-ups is on)."""
         while self._items and self._free > 0:
+            if self._holding():
+                return
             full = len(self._items) >= self.size
             if not full and (self._first is None or self._rt.now() < self._first + self.window_s):
                 return
             batch, self._items = furthest_first(self._items, self.size)
+            self._past_first -= sum(progress(r) > FIRST_TURN for r, _, _ in batch)
             self._free -= 1
             self._first = None
             if self._items:
                 self._open_window()
-            self._send(batch).add_done_callback(self._release)
+            self._send(batch).add_done_callback(functools.partial(self._release_after, batch))
 
     def close(self) -> None:
         with self._lock:
@@ -357,6 +395,10 @@ class _Batcher:
 
 _Item = tuple[Request, str, Future]
 """A request waiting for a backend: the request, its cache key, the future of its reply."""
+
+
+FIRST_TURN = 1
+"""``progress`` of a sample's first request to the target (its question)."""
 
 
 def progress(request: Request) -> int:

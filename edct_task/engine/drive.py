@@ -8,8 +8,9 @@ run), and closes the generator in every case. Every driver — the batched locks
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from edct_task.core.records import SampleInput, SampleRecord
 from edct_task.core.requests import Request
@@ -59,10 +60,14 @@ class SampleRun:
 class SampleQueue:
     """A driver's samples: started up to ``window`` at a time, finished ones kept in input order.
 
-    ``admit()`` starts samples while fewer than ``window`` are in progress and returns the new
-    runs with their first requests; ``advanced(run, requests)`` records what a sample asked for
-    next (``None``: it finished); ``records()`` gives every finished record in input order;
+    ``admit()`` starts samples while fewer than ``window`` are in progress, yielding each new run
+    with its first requests as it starts; ``advanced(run, requests)`` records what a sample asked
+    for next (``None``: it finished); ``records()`` gives every finished record in input order;
     ``close()`` abandons what is still in progress.
+
+    ``samples`` is drawn from only as samples start: a lazy iterable (``edct run --model``
+    decodes each document's image as its sample is drawn) overlaps its work with the first
+    samples' requests, which go out while the rest are drawn.
     """
 
     def __init__(
@@ -73,21 +78,26 @@ class SampleQueue:
         window: int | None = None,
         on_record: Callable[[SampleRecord], None] | None = None,
     ) -> None:
-        self._waiting = list(samples)
-        self._order = {s.id: i for i, s in enumerate(self._waiting)}
-        self._limit = window or len(self._waiting) or 1
+        self._waiting: Iterator[SampleInput] = iter(samples)
+        self._order: dict[str, int] = {}
+        self._drawn = itertools.count()
+        self._limit = window or None  # None: every sample at once
         self._config, self._on_record = config, on_record
         self.active: dict[str, tuple[SampleRun, tuple[Request, ...]]] = {}
         self._records: dict[str, SampleRecord] = {}
 
-    def admit(self) -> list[tuple[SampleRun, tuple[Request, ...]]]:
-        started = []
-        while self._waiting and len(self.active) < self._limit:
-            run = SampleRun(self._waiting.pop(0), self._config)
+    def admit(self) -> Iterator[tuple[SampleRun, tuple[Request, ...]]]:
+        """Start samples (drawn from the input now) while fewer than ``window`` are in progress;
+        yields each started run and its first requests (a run that finished at once is kept)."""
+        while self._limit is None or len(self.active) < self._limit:
+            sample = next(self._waiting, None)
+            if sample is None:
+                return
+            self._order[sample.id] = next(self._drawn)
+            run = SampleRun(sample, self._config)
             requests = run.start()
             if self.advanced(run, requests):
-                started.append((run, requests))
-        return started
+                yield run, requests
 
     def advanced(self, run: SampleRun, requests: tuple[Request, ...] | None) -> bool:
         """Note ``run``'s next requests; False (and its record kept) when it has finished."""

@@ -135,7 +135,7 @@ def run_lockstep(
     """Advance every sample's protocol in lockstep, ``window`` samples at a time (None = all)."""
     runs = SampleQueue(samples, protocol, window=window, on_record=on_record)
     try:
-        runs.admit()
+        list(runs.admit())  # starts them (admit is lazy)
         while runs.active:
             flat = [(run, req) for run, reqs in runs.active.values() for req in reqs]
             replies = dispatcher.resolve([req for _, req in flat])
@@ -144,7 +144,7 @@ def run_lockstep(
                 by_sample.setdefault(run.sample.id, (run, []))[1].append(reply)
             for run, sample_replies in by_sample.values():
                 runs.advanced(run, run.send(tuple(sample_replies)))
-            runs.admit()
+            list(runs.admit())
     finally:
         runs.close()
     return runs.records()

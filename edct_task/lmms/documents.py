@@ -209,7 +209,8 @@ class RenderAhead:
     def collect(self, rows: Sequence[tuple[int, int]], build: Callable[[int, int], Doc]) -> list[Doc]:
         """The documents of ``rows`` (``(index, seed)``), in order: the worker's where it built or
         is building them, ``build(index, seed)`` for the rest — taken from the back of the list,
-        where the worker has not started, while the worker goes on from the front."""
+        where the worker has not started, while the worker goes on from the front. The worker is
+        let go afterwards: a later call builds every document itself."""
         docs: dict[int, Doc] = {}
         front, back = 0, len(rows) - 1
         while front <= back:
@@ -223,7 +224,14 @@ class RenderAhead:
                 self._built[rows[back]] = tail  # the worker holds both ends: wait for the front
             docs[front] = self._take(rows[front], build)
             front += 1
+        self._release()
         return [docs[i] for i in range(len(rows))]
+
+    def _release(self) -> None:
+        """Nothing more is asked of the worker: it stops now, in the background (its process
+        exits while the run goes on instead of at the run's end)."""
+        self._built.clear()
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _take(self, row: tuple[int, int], build: Callable[[int, int], Doc]) -> Doc:
         built = self._built.pop(row, None)
@@ -337,6 +345,11 @@ def _metadata(doc: dict[str, Any]) -> dict[str, str]:
         if doc.get(key):
             out[key] = str(doc[key])
     return out
+
+
+def doc_source(doc: dict[str, Any]) -> str | None:
+    """The ``source`` its sample will carry (``sample_of``), read without decoding the image."""
+    return _metadata(doc).get("source")
 
 
 def sample_of(doc: dict[str, Any], image_ref: str, notes: dict[str, str] | None = None) -> SampleInput:

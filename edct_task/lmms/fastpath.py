@@ -19,14 +19,14 @@ import copy
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from edct_task.config import RunConfig
 from edct_task.core.errors import ConfigError
-from edct_task.core.records import SampleRecord
+from edct_task.core.records import SampleInput, SampleRecord
 from edct_task.lmms import documents, turns
 from edct_task.lmms import results as lmms_results
 from edct_task.lmms.deferred import defer_imports, imports_refused
@@ -331,7 +331,6 @@ def _evaluate(
 
     # documents → samples, in lmms-eval's document order
     plan: list[tuple[Any, list[tuple[int, dict]]]] = []
-    samples, unreadable = [], []
     for task_output in eval_tasks:
         task = task_output.task
         if task is None:
@@ -345,26 +344,39 @@ def _evaluate(
         used = len(docs) if limit is None else min(limit, len(docs))
         chosen = [(i, docs[i]) for i in range(used)]  # only these rows' images are decoded
         plan.append((task_output, chosen))
-        for _, doc in chosen:
+    chosen_docs = [doc for _, chosen in plan for _, doc in chosen]
+
+    refuse_calibration_roles(  # before any model call
+        {r: s for r, s in settings.config.role_specs().items() if r != "target"},
+        f"task {tasks}",
+        (documents.doc_source(doc) for doc in chosen_docs),
+    )
+    limits, dispatcher = settings.config.limits, settings.dispatcher
+    progress = next((o for o in dispatcher.observers if isinstance(o, Progress)), None)
+    if progress is not None:
+        progress.expect(len(chosen_docs))
+    unreadable: list[SampleRecord] = []
+
+    def drawn_samples() -> Iterator[SampleInput]:
+        """Each document's sample, its image decoded as the driver draws it: the first target
+        batch goes out while the later documents are decoded."""
+        for doc in chosen_docs:
             try:
                 image, notes = documents.doc_image_and_notes(doc)
                 ref = settings.pixels.put(image)  # kept decoded: the first target batches read it
             except documents.IMAGE_ERRORS as exc:  # a bad image costs its document, recorded
                 unreadable.append(documents.unreadable_record(doc, exc))
+                if progress is not None:
+                    progress.sample_done()
                 continue
-            samples.append(documents.sample_of(doc, ref, notes))
+            yield documents.sample_of(doc, ref, notes)
 
-    refuse_calibration_roles(  # before any model call
-        {r: s for r, s in settings.config.role_specs().items() if r != "target"},
-        f"task {tasks}",
-        (s.metadata.get("source") for s in samples),
-    )
-    limits, dispatcher = settings.config.limits, settings.dispatcher
-    progress = next((o for o in dispatcher.observers if isinstance(o, Progress)), None)
-    if progress is not None:
-        progress.expect(len(samples))
     records = run_samples(
-        samples, settings.protocol, dispatcher, limits, on_record=progress.sample_done if progress else None
+        drawn_samples(),
+        settings.protocol,
+        dispatcher,
+        limits,
+        on_record=progress.sample_done if progress else None,
     )
     by_id = {r.sample.id: r for r in [*records, *unreadable]}
     setup = settings.describe()

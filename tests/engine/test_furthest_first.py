@@ -40,7 +40,7 @@ def _fifo(items, size):
     return items[:size], items[size:]
 
 
-def test_a_large_run_starts_editing_after_three_batches_not_after_every_first_question(monkeypatch) -> None:
+def test_a_large_run_starts_editing_after_two_batches_not_after_every_first_question(monkeypatch) -> None:
     roles = {
         "target": 1.0,
         "extractor": 0.0,
@@ -59,6 +59,81 @@ def test_a_large_run_starts_editing_after_three_batches_not_after_every_first_qu
     monkeypatch.setattr(dispatch, "furthest_first", _fifo)
     fifo = run()
     # in arrival order the 320 questions fill 5 batches and the first explanations go in the 6th;
-    # furthest first asks them in the 3rd (the 2nd went out with questions when the 1st came back),
-    # so the editors (busy from then on either way) start 3 batches earlier
-    assert fifo - furthest == pytest.approx(3 * (1.0 + limits.batch_window_s), abs=0.25)
+    # furthest first asks them in the 2nd (the freed slot waits for the 1st batch's follow-ups
+    # instead of taking more first questions), so the editors (busy from then on either way)
+    # start 4 batches earlier
+    assert fifo - furthest == pytest.approx(4 * 1.0, abs=0.25)
+
+
+class _Clock:
+    """A hand-driven clock for the batcher: ``now``, ``call_later`` and ``advance``."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+        self.timers: list[tuple[float, object]] = []
+
+    def now(self) -> float:
+        return self.t
+
+    def call_later(self, delay: float, fn):
+        self.timers.append((self.t + delay, fn))
+        return Future()  # cancel() on a plain future is harmless
+
+    def advance(self, to: float) -> None:
+        self.t = to
+        due = [fn for when, fn in self.timers if when <= to]
+        self.timers = [(w, fn) for w, fn in self.timers if w > to]
+        for fn in due:
+            fn()
+
+
+def _batcher(size: int = 4, window: float = 0.02):
+    clock, sent = _Clock(), []
+
+    def send(batch):
+        sent.append((clock.t, [r.purpose for r, _, _ in batch], future := Future()))
+        return future
+
+    return dispatch._Batcher(send, size=size, slots=1, window_s=window, runtime=clock), clock, sent
+
+
+def test_a_freed_slot_waits_one_window_for_the_returned_first_turns_follow_ups() -> None:
+    batcher, clock, sent = _batcher()
+    for r in [_ask(1, tag=f"q{i}") for i in range(8)]:
+        batcher.add(_items(r)[0])
+    assert [names for _, names, _ in sent] == [["q0", "q1", "q2", "q3"]]
+    clock.advance(1.0)
+    sent[0][2].set_result(None)  # the first questions came back: four more wait
+    assert len(sent) == 1  # held: their samples' next turns are on their way
+    clock.advance(1.005)
+    batcher.add(_items(_ask(3, tag="e0"))[0])
+    batcher.add(_items(_ask(3, tag="e1"))[0])
+    assert len(sent) == 1
+    clock.advance(1.02)  # the window ends: the explanations that came go first
+    assert sent[1][0] == 1.02 and sent[1][1] == ["q4", "q5", "e0", "e1"]
+
+
+def test_a_hold_ends_as_soon_as_a_batch_of_follow_ups_waits() -> None:
+    batcher, clock, sent = _batcher(size=2)
+    for r in [_ask(1, tag="q0"), _ask(1, tag="q1"), _ask(1, tag="q2")]:
+        batcher.add(_items(r)[0])
+    clock.advance(0.5)
+    sent[0][2].set_result(None)
+    batcher.add(_items(_ask(3, tag="e0"))[0])
+    assert len(sent) == 1
+    batcher.add(_items(_ask(3, tag="e1"))[0])
+    assert sent[1][:2] == (0.5, ["e0", "e1"])
+
+
+def test_no_hold_after_a_batch_without_first_turns_or_with_a_batch_of_follow_ups_waiting() -> None:
+    batcher, clock, sent = _batcher(size=2)
+    for r in [_ask(3, tag="e0"), _ask(3, tag="e1"), _ask(1, tag="q0"), _ask(1, tag="q1")]:
+        batcher.add(_items(r)[0])
+    clock.advance(0.5)
+    sent[0][2].set_result(None)  # explanations came back: no first turn in that batch
+    assert sent[1][:2] == (0.5, ["q0", "q1"])
+    for r in [_ask(1, tag="q2"), _ask(3, tag="e2"), _ask(3, tag="e3")]:
+        batcher.add(_items(r)[0])
+    clock.advance(1.0)
+    sent[1][2].set_result(None)  # first turns came back, but a batch of further requests waits
+    assert sent[2][:2] == (1.0, ["e2", "e3"])

@@ -249,3 +249,52 @@ def test_the_documents_images_reach_the_model_without_being_read_back(tmp_path, 
     documents_images = {r.sample.image for r in out.records}
     assert len(documents_images) == 5 and {r.status for r in out.records} == {"scored"}
     assert not documents_images & set(reads)  # decoded once, for the sample, and kept decoded
+
+
+def test_the_worker_is_let_go_once_its_documents_are_collected(tmp_path, fast_env, counted):
+    ahead = documents.RenderAhead(tmp_path / "store", [(0, 0), (1, 0)])
+    built_here = []
+
+    def build(index, seed):
+        built_here.append(index)
+        return {"id": f"here-{index}"}
+
+    try:
+        ahead.wait()
+        workers = list(ahead._pool._processes.values())
+        assert workers and ahead.collect([(0, 0), (1, 0)], build)[1]["id"] != "here-1"
+        for worker in workers:  # it exits during the run, not when the run closes it
+            worker.join(timeout=60)
+            assert not worker.is_alive()
+        assert ahead.collect([(1, 0)], build) == [{"id": "here-1"}] and built_here == [1]
+    finally:
+        ahead.close()
+
+
+def test_the_first_target_batch_goes_out_while_later_documents_are_decoded(tmp_path, fast_env, monkeypatch):
+    import threading
+
+    import edct_task.lmms.fastpath as fastpath
+
+    asked = threading.Event()
+    events: list[str] = []
+    decode, generate = documents.doc_image_and_notes, fastpath.LmmsTarget.generate
+
+    def decode_after_the_first_batch(doc):
+        if len(events) >= 2:  # the third document waits for a target call (30 s at most)
+            events.append("asked" if asked.wait(30) else "not asked")
+        events.append(f"decoded {doc['id']}")
+        return decode(doc)
+
+    def first_call(self, conversations, params):
+        asked.set()
+        return generate(self, conversations, params)
+
+    monkeypatch.setattr(documents, "doc_image_and_notes", decode_after_the_first_batch)
+    monkeypatch.setattr(fastpath.LmmsTarget, "generate", first_call)
+    limits = fast_env.limits.model_copy(update={"target_batch_size": 2})
+    out = _run_5(tmp_path, fast_env.model_copy(update={"limits": limits}))
+    decoded = [f"decoded {calibration.calibration_sample(i).id}" for i in range(5)]
+    assert events == [*decoded[:2], *(e for d in decoded[2:] for e in ("asked", d))]
+    assert [r.sample.id for r in out.records] == [calibration.calibration_sample(i).id for i in range(5)]
+    assert {r.status for r in out.records} == {"scored"}
