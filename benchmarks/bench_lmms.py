@@ -92,10 +92,12 @@ def fresh_folders(out: Path, *, resume: bool) -> str:
     return "empty"
 
 
-def timed(args: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall seconds and CPU seconds (user + system) of one subprocess."""
+def timed(args: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system) of one subprocess, run in ``cwd``: not the
+    checkout, whose folder ``python -m`` would put before ``PYTHONPATH`` (an older checkout named
+    there for ``--lmms-eval-s`` would not be the code that runs)."""
     start, cpu = time.perf_counter(), cpu_seconds()
-    proc = subprocess.run(args, env=env, capture_output=True, text=True)
+    proc = subprocess.run(args, env=env, capture_output=True, text=True, cwd=cwd)
     if proc.returncode != 0:
         sys.exit(proc.stdout[-3000:] + proc.stderr[-3000:])
     return time.perf_counter() - start, cpu_seconds() - cpu
@@ -149,7 +151,9 @@ def main() -> None:
         edct = [str(BIN / "python"), "-m", "edct_task.cli.main"]
         args = [*edct, "run", "--config", str(config), *common(target_latency)]
         args += ["--output_path", str(out / name), "--no-progress"]
-        return timed(args, {**env, "EDCT_CONFIG": str(config), "EDCT_WORK_DIR": str(out / f"work_{name}")})
+        return timed(
+            args, {**env, "EDCT_CONFIG": str(config), "EDCT_WORK_DIR": str(out / f"work_{name}")}, out
+        )
 
     (out / "zero").mkdir(exist_ok=True)
     zero_cfg = config_file(out / "zero", 0.0, 0.0, a.editor_concurrency)
@@ -160,6 +164,7 @@ def main() -> None:
         t_slow, _ = timed(
             [str(BIN / "lmms-eval"), *common(a.target_latency), "--output_path", str(out / "lmms")],
             {**env, "EDCT_CONFIG": str(cfg), "EDCT_WORK_DIR": str(out / "work_lmms")},
+            out,
         )
         runs.append("lmms")
     else:
