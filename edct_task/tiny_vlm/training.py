@@ -60,8 +60,9 @@ RECIPES: dict[str, TrainSettings] = {
 answer), which it has learned by step 120, and gets no auxiliary vision loss (it must not read
 the pixels). ``faithful`` reads left and right only once the visual tokens carry them
 (``auxiliary``): its spatial cues appear between steps 400 and 600, and the spatial answer's
-mapping from the stated cues comes last — at 600 steps two of three initialisations had not
-learned it yet (53–54/60 first turns), at 700 the recipe's seed gives 60/60 (README)."""
+mapping from the stated cues comes last and is not robust: at 600 steps two of three
+initialisations had not learned it (53–54/60 first turns); at 700 seed 0 gives 60/60 (near-tie
+margins), seed 1 53/60 (README)."""
 
 
 def recipe(behavior: str, *, seed: int = 0) -> TrainSettings:
