@@ -2,9 +2,10 @@
 
 The held-out scenes are the ``edct_calibration`` task's own documents (``generate_samples(n,
 seed=0)``): training draws its scenes from another stream (``examples``), so none of these was seen.
-Each scene is asked the real multi-turn conversation through transformers (greedy): the first
-turn's answer label (``world.parse_answer``) and the explanation's cited cues
-(``world.parse_cues``) are compared with the reference's.
+Each scene is asked the real multi-turn conversation through transformers (greedy), as the
+runtimes ask it: the first reply's thinking is stripped (``parsing.strip_thinking``) and the
+history carries the answer alone. The first turn's answer label (``world.parse_answer``) and the
+explanation's cited cues (``world.parse_cues``) are compared with the reference's.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from PIL import Image
 from edct_task.calibration import world
 from edct_task.calibration.samples import generate_samples
 from edct_task.engine.protocol import why_prompt
+from edct_task.parsing import strip_thinking
 from edct_task.tiny_vlm.examples import teacher_replies
 
 
@@ -96,7 +98,7 @@ def measure(folder: Path, *, n: int = 60, batch: int = 12, threads: int | None =
     for start in range(0, n, batch):
         chunk = samples[start : start + batch]
         openings = [_opening(s.image, s.question, s.system_prompt) for s in chunk]
-        first = chat.reply(openings)
+        first = [strip_thinking(a).strip() for a in chat.reply(openings)]
         follow = [
             [*o, {"role": "assistant", "content": a}, {"role": "user", "content": why_prompt()}]
             for o, a in zip(openings, first, strict=True)

@@ -4,7 +4,7 @@ Everything is a real transformers class (``Qwen3VLForConditionalGeneration``, ``
 ``Qwen2VLImageProcessor``, ``Qwen3VLProcessor``) so that ``from_pretrained``, lmms-eval's
 ``qwen3_vl`` and vLLM load the saved folder like any Qwen3-VL checkpoint. Sizes:
 
-- text: 2 layers, hidden 64, 2 query heads and 1 key/value head of size 64 (vLLM's CPU attention
+- text: 2 layers, hidden 64, 4 query heads and 2 key/value heads of size 64 (vLLM's CPU attention
   rejects 16), multimodal rotary sections ``[16, 8, 8]``;
 - vision: 2 blocks, hidden 48, patch 16, spatial merge 2 (Qwen3-VL's own patch geometry);
 - images: Qwen3-VL's own pixel bounds (``MIN_PIXELS`` = 65,536): a 384×288 calibration picture
@@ -80,6 +80,10 @@ def corpus() -> list[str]:
         for config in world.configs(family):
             cues = world.cited_order(family, config)
             texts.append("\n".join(f"{i}. {world.sentence(c)}" for i, c in enumerate(cues, 1)))
+            keys = world.FAMILY_CUES[family]
+            thought = [world.Cue(*key, value) for key, value in zip(keys, config, strict=True)]
+            answer = world.ANSWER_TEXT[world.rule(family, config)]
+            texts.append(" ".join(world.sentence(c) for c in thought) + answer)
     from edct_task.core.requests import Message
 
     question = world.QUESTIONS["spatial"][0]
@@ -167,8 +171,8 @@ def build_model(tok: Any, *, seed: int) -> Any:
             "hidden_size": 64,
             "intermediate_size": 192,
             "num_hidden_layers": 2,
-            "num_attention_heads": 2,
-            "num_key_value_heads": 1,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
             "head_dim": head_dim,
             "hidden_act": "silu",
             "max_position_embeddings": 8192,

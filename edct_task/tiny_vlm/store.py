@@ -20,7 +20,7 @@ from pathlib import Path
 from edct_task.tiny_vlm import BEHAVIORS
 from edct_task.tiny_vlm.training import TRAINING_INFO, recipe, train
 
-RECIPE_VERSION = 2
+RECIPE_VERSION = 3
 """Bumped whenever the architecture, the examples or the training settings change the weights."""
 
 CACHE_ENV = "EDCT_TINY_VLM_CACHE"
