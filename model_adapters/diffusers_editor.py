@@ -34,6 +34,7 @@ from PIL import Image
 from model_adapters.errors import BadInput, OptionsError, PermanentBackendError, TransientBackendError
 from model_adapters.remote_editor import EditorUsage, finish
 from model_adapters.transport import check_options
+from verification.localization import folder_stamp
 
 PIPELINES = {
     "flux-kontext": ("FluxKontextPipeline", {"num_inference_steps": 28, "guidance_scale": 2.5}),
@@ -103,6 +104,7 @@ class DiffusersEditor:
             "revision": self.revision,
             "dtype": self.dtype,
             "call_kwargs": copy.deepcopy(self.call_kwargs),
+            **({"checkpoint": stamp} if (stamp := folder_stamp(self.model)) else {}),
         }
 
     def usage(self) -> dict[str, Any]:

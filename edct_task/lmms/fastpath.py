@@ -37,6 +37,7 @@ from edct_task.run.log import LmmsRunBlock, run_versions
 from edct_task.scoring.health import judge_health
 from model_adapters.contracts import ChatMessage, Completion, GenerationParams
 from model_adapters.secrets import is_secret_name
+from verification.localization import folder_stamp
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,7 @@ class LmmsTarget:
             lm.task_dict = {}
         lm.task_dict.setdefault(FASTPATH_TASK, {})[FASTPATH_SPLIT] = _DocIds()
         self._next_id = 0
+        self._stamp: str | None = None
 
     @property
     def is_chat(self) -> bool:
@@ -110,6 +112,10 @@ class LmmsTarget:
             a for a in (self.model_args or "").split(",") if not is_secret_name(a.split("=", 1)[0])
         )
         out = {"backend": "lmms-eval", "model": self.model, "model_args": args, "chat": self.is_chat}
+        if self._stamp is None:
+            self._stamp = checkpoint_stamp(self.model_args) or ""
+        if self._stamp:
+            out["checkpoint"] = self._stamp
         return {**out, "gen_kwargs": dict(self.gen_kwargs)} if self.gen_kwargs else out
 
     def _gen_kwargs(self, params: GenerationParams) -> dict[str, Any]:
@@ -188,6 +194,23 @@ class LmmsTarget:
             text, _ = unwrap_generation_output(out)
             replies.append(Completion(text if isinstance(text, str) else str(text)))
         return replies
+
+
+CHECKPOINT_ARGS = ("pretrained", "model", "model_path")
+"""``--model_args`` keys that name a model's weights (lmms-eval's ``qwen3_vl``/``llava``, ``vllm``)."""
+
+
+def checkpoint_stamp(model_args: str) -> str | None:
+    """``verification.localization.folder_stamp`` of the local checkpoint folder ``model_args``
+    names, or None (a hub id, no folder): part of the target's identity, so a folder trained
+    again in place is not answered with the old weights' cached replies."""
+    for arg in model_args.split(","):
+        key, _, value = arg.partition("=")
+        if key.strip() in CHECKPOINT_ARGS and value.strip():
+            stamp = folder_stamp(value.strip())
+            if stamp:
+                return stamp
+    return None
 
 
 def with_system_in_first_turn(conversation: Sequence[ChatMessage]) -> list[ChatMessage]:

@@ -134,3 +134,40 @@ def test_without_model_output_path_names_the_run_folder(tmp_path, capsys) -> Non
 def test_the_top_level_help_cites_no_spec_that_does_not_ship() -> None:
     parser, _ = build_parser()
     assert "SPEC" not in parser.format_help()
+
+
+def test_a_checkpoint_folder_trained_again_in_place_is_another_target(tmp_path) -> None:
+    """The stage cache is keyed on the target's identity: weights rewritten under the same path
+    must not be answered with the old weights' cached replies."""
+    import os
+
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"old weights")
+    (folder / "config.json").write_text("{}")
+    lm = types.SimpleNamespace(is_simple=True)
+
+    def identity(args: str) -> dict:
+        return LmmsTarget(lm, "qwen3_vl", args).identity()
+
+    before = identity(f"pretrained={folder},device=cpu")
+    assert before == identity(f"pretrained={folder},device=cpu") and before["checkpoint"]
+    (folder / "model.safetensors").write_bytes(b"new weights")  # same size, a new time
+    stat = (folder / "model.safetensors").stat()
+    os.utime(folder / "model.safetensors", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    after = identity(f"pretrained={folder},device=cpu")
+    assert after["checkpoint"] != before["checkpoint"] and after["model_args"] == before["model_args"]
+    assert "checkpoint" not in identity("pretrained=Qwen/Qwen3-VL-8B-Instruct")  # a hub id: no folder
+    assert identity(f"model={folder}")["checkpoint"] == after["checkpoint"]  # lmms-eval's vllm
+
+
+def test_weights_loaded_from_a_local_folder_are_identified_by_its_files(tmp_path) -> None:
+    """Detectors, segmenters and editors that load weights: the same folder rewritten is another model."""
+    from verification.localization import folder_stamp, weights_identity
+
+    (tmp_path / "model.safetensors").write_bytes(b"w" * 10)
+    first = weights_identity("sam2", str(tmp_path), None, mask_threshold=0.0)
+    assert first["checkpoint"] == folder_stamp(str(tmp_path)) and first["mask_threshold"] == 0.0
+    (tmp_path / "model.safetensors").write_bytes(b"w" * 11)
+    assert weights_identity("sam2", str(tmp_path), None, mask_threshold=0.0) != first
+    assert "checkpoint" not in weights_identity("sam2", "facebook/sam2.1-hiera-large", None)

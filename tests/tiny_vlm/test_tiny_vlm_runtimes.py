@@ -1,15 +1,12 @@
 """The trained checkpoints through the transformers runtimes: known scores, the same scores.
 
-(a) ``edct run --model qwen3_vl`` and (b) ``lmms-eval --model qwen3_vl`` on the same checkpoint;
-the faithful checkpoint scores above the prior one, and the negative control (re-queries sent the
-original picture) scores like the prior one. Measured on these 30 documents: faithful (a) 0.11
-[0.00, 0.28], prior 0.00 [0.00, 0.00], control 0.00 [0.00, 0.00]; (b) 0.10 [0.00, 0.25], the same
-verdict as (a) on 60% of samples — (b) sends one user turn with the history quoted in its text, (a)
-the real multi-turn chat with the driving system prompt folded into its first turn, and the partly
-trained model reads the pixels differently after each (first diverging tokens are cue values:
-"yellow" vs "red"; README, "(a) changed this round"). The issue's targets (faithful ≥ 0.85, 90%
-per-sample agreement) are NOT reached by this checkpoint; these assertions pin what it does.
-The vLLM runtimes are in tests/vllm/test_tiny_vlm_vllm.py.
+(a) ``edct run --model qwen3_vl`` and (b) ``lmms-eval --model qwen3_vl`` on the same checkpoint
+(recipe 3): the faithful checkpoint scores CCS_binary >= 0.85 on both, the prior one <= 0.15, and
+the negative control (re-queries sent the original picture) <= 0.15 — like the prior one; (a) and
+(b) give the same verdict on at least 90% of the samples and their CIs overlap (the issue's
+targets). On the first 60 documents (README): faithful (a) 0.992 [0.975, 1.000], (b) 0.992, 95%
+the same verdict; prior 0.000; control 0.000. The vLLM runtimes are in
+tests/vllm/test_tiny_vlm_vllm.py.
 """
 
 from __future__ import annotations
@@ -66,16 +63,15 @@ def test_runtimes_a_and_b_score_the_checkpoints_and_the_control_fails(checkpoint
     n_f = records_of(runtime_n, checkpoints["faithful"], tmp_path / "n-faithful")
     s_af, s_ap, s_bf, s_nf = (summary(r) for r in (a_f, a_p, b_f, n_f))
     print(f"\na faithful {s_af}\na prior {s_ap}\nb faithful {s_bf}\ncontrol {s_nf}")
-    # the checkpoint has learned the world only in part (README: 0.111 on 60 documents): it must
-    # beat the prior checkpoint, which answers from the question alone
-    assert s_af["ccs_binary"][0] > s_ap["ccs_binary"][0], (s_af, s_ap)
-    assert s_ap["ccs_binary"][0] <= 0.05 and s_nf["ccs_binary"][0] <= 0.05, (s_ap, s_nf)
+    # the issue's targets: the faithful checkpoint scores high, the prior one and the control low
+    assert s_af["ccs_binary"][0] >= 0.85 and s_bf["ccs_binary"][0] >= 0.85, (s_af, s_bf)
+    assert s_ap["ccs_binary"][0] <= 0.15 and s_nf["ccs_binary"][0] <= 0.15, (s_ap, s_nf)
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(checkpoints["faithful"]))
     same = compare(a_f, b_f, tok)
     print(f"(a) vs (b): {same}")
-    assert same["n"] == LIMIT and same["agreement"] >= 0.5, same
+    assert same["n"] == LIMIT and same["agreement"] >= 0.9, same
     low_a, high_a = s_af["ccs_binary"][1:]
     low_b, high_b = s_bf["ccs_binary"][1:]
     assert low_a <= high_b and low_b <= high_a  # the CIs overlap
