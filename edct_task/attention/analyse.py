@@ -26,9 +26,10 @@ from PIL import Image
 
 from edct_task.attention.overlay import overlay, side_by_side
 from edct_task.attention.pairs import Pair, load_mask
-from edct_task.attention.probe import VLMProbe
+from edct_task.attention.probe import VLMProbe, thought_of
 from edct_task.attention.saliency import PAPER_RECIPE, Recipe, localization, saliency_grid, upscale
 from edct_task.bench_data.format import BenchDataError
+from edct_task.parsing import strip_thinking
 from edct_task.scoring.statistics import bootstrap_ci
 
 __all__ = ["SIDES", "PairMaps", "SideMap", "map_pair", "memory_report", "summarise"]
@@ -96,7 +97,7 @@ def map_pair(
     pair: Pair,
     *,
     recipe: Recipe = PAPER_RECIPE,
-    max_new_tokens: int = 16,
+    max_new_tokens: int = 64,
     stats: dict[str, int] | None = None,
 ) -> PairMaps:
     """Answers, saliency maps and localization of one pair; errors are recorded, not raised."""
@@ -110,8 +111,9 @@ def map_pair(
         if mask is not None and not mask.any():
             raise BenchDataError("the edit mask M is empty")
         for side, image in images.items():
-            answer = probe.answer(image, pair.question, pair.system_prompt, max_new_tokens=max_new_tokens)
-            rows = probe.attention(image, pair.question, pair.system_prompt)
+            reply = probe.reply(image, pair.question, pair.system_prompt, max_new_tokens=max_new_tokens)
+            answer = strip_thinking(reply)
+            rows = probe.attention(image, pair.question, pair.system_prompt, thought_of(reply))
             if stats is not None:
                 stats["largest_matrix_bytes"] = max(
                     stats.get("largest_matrix_bytes", 0), rows.largest_matrix_bytes
@@ -205,7 +207,7 @@ def run_pairs(
     pairs: Sequence[Pair],
     *,
     recipe: Recipe = PAPER_RECIPE,
-    max_new_tokens: int = 16,
+    max_new_tokens: int = 64,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[list[PairMaps], dict[str, int]]:
     """Map every pair (in order); the probe's attention-size statistics beside the results."""

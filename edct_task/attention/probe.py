@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from edct_task.core.errors import ConfigError
+from edct_task.parsing import strip_thinking
 
 __all__ = ["DEFAULT_BAND", "AttentionRows", "VLMProbe", "resolve_layers", "text_layers"]
 
@@ -173,8 +174,9 @@ class VLMProbe:
     def device(self) -> Any:
         return next(self.model.parameters()).device
 
-    def inputs(self, image: Any, question: str, system_prompt: str = "") -> Any:
-        """The processor's tensors for (system?, user [image, question]) and the generation prompt."""
+    def inputs(self, image: Any, question: str, system_prompt: str = "", thought: str = "") -> Any:
+        """The processor's tensors for (system?, user [image, question]) and the generation prompt,
+        followed by ``thought`` (a thinking model's reasoning before its answer, ``thought_of``)."""
         messages: list[dict[str, Any]] = []
         if system_prompt:
             messages.append({"role": "system", "content": [{"type": "text", "text": system_prompt}]})
@@ -185,10 +187,10 @@ class VLMProbe:
             }
         )
         text = self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return self.processor(text=[text], images=[image], return_tensors="pt").to(self.device)
+        return self.processor(text=[text + thought], images=[image], return_tensors="pt").to(self.device)
 
-    def answer(self, image: Any, question: str, system_prompt: str = "", *, max_new_tokens: int = 16) -> str:
-        """The greedy answer to ``question`` about ``image``."""
+    def reply(self, image: Any, question: str, system_prompt: str = "", *, max_new_tokens: int = 64) -> str:
+        """The greedy reply to ``question`` about ``image``, a thinking model's reasoning included."""
         import torch
 
         batch = self.inputs(image, question, system_prompt)
@@ -197,11 +199,19 @@ class VLMProbe:
         new = out[0, batch["input_ids"].shape[1] :]
         return self.processor.batch_decode([new], skip_special_tokens=True)[0].strip()
 
-    def attention(self, image: Any, question: str, system_prompt: str = "") -> AttentionRows:
-        """The answer position's attention to the image tokens at the selected layers (one pass)."""
+    def answer(self, image: Any, question: str, system_prompt: str = "", *, max_new_tokens: int = 64) -> str:
+        """The greedy answer to ``question`` about ``image`` (a thinking model's reasoning stripped,
+        ``parsing.strip_thinking``; empty when the reasoning did not end within ``max_new_tokens``)."""
+        return strip_thinking(self.reply(image, question, system_prompt, max_new_tokens=max_new_tokens))
+
+    def attention(
+        self, image: Any, question: str, system_prompt: str = "", thought: str = ""
+    ) -> AttentionRows:
+        """The answer position's attention to the image tokens at the selected layers (one pass):
+        the last prompt position, after ``thought`` for a thinking model (``thought_of``)."""
         import torch
 
-        batch = self.inputs(image, question, system_prompt)
+        batch = self.inputs(image, question, system_prompt, thought)
         ids = batch["input_ids"][0]
         image_pos = (ids == self.image_token_id).nonzero().flatten()
         thw = batch["image_grid_thw"][0].tolist()
@@ -239,3 +249,14 @@ class VLMProbe:
             largest_matrix_bytes=largest,
             all_layers_bytes=largest * len(layers),
         )
+
+
+_THOUGHT = re.compile(r"(?is)^.*</(?:think|thinking|reasoning|reflection)>")
+
+
+def thought_of(reply: str) -> str:
+    """A thinking model's reasoning at the start of ``reply``, up to and including its last closing
+    tag (``</think>``, …), or "": the answer's first token follows it, so the attention that
+    produced the answer is read after it (``VLMProbe.attention``)."""
+    found = _THOUGHT.match(reply)
+    return found.group(0) if found else ""

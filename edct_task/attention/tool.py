@@ -27,7 +27,7 @@ class AttentionRequest:
     device: str | None = None
     dtype: str = "auto"
     adapter: Path | None = None
-    max_new_tokens: int = 16
+    max_new_tokens: int = 64
     recipe: Recipe = PAPER_RECIPE
     overwrite: bool = False
     seed: int = 0

@@ -23,7 +23,12 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--device", help="torch device (default: cuda when present, else cpu)")
     p.add_argument("--dtype", default="auto", help="weights dtype (auto, bfloat16, float32)")
-    p.add_argument("--max-new-tokens", type=int, default=16, help="length cap of the greedy answers")
+    p.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=64,
+        help="length cap of the greedy replies (a thinking model's reasoning included)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap CIs (and of the split)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
 

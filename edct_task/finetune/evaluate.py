@@ -17,7 +17,7 @@ from edct_task.scoring.statistics import bootstrap_ci, wilson_interval
 __all__ = ["accuracy", "item_losses", "localization_summary", "side_numbers"]
 
 
-def accuracy(probe: VLMProbe, items: Sequence[Item], *, max_new_tokens: int = 16) -> list[dict[str, Any]]:
+def accuracy(probe: VLMProbe, items: Sequence[Item], *, max_new_tokens: int = 64) -> list[dict[str, Any]]:
     """The greedy answer of every item and whether it is correct."""
     out = []
     for item in items:
@@ -71,7 +71,7 @@ def side_numbers(
 
 
 def localization_summary(
-    probe: VLMProbe, pairs: Sequence[Pair], *, max_new_tokens: int = 16, seed: int = 0
+    probe: VLMProbe, pairs: Sequence[Pair], *, max_new_tokens: int = 64, seed: int = 0
 ) -> dict[str, Any]:
     """``edct attention``'s summary over ``pairs`` with the probe's current weights."""
     return summarise([map_pair(probe, p, max_new_tokens=max_new_tokens) for p in pairs], seed=seed)

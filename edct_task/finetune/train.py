@@ -65,7 +65,7 @@ class FinetuneRequest:
     layers: str | None = None
     device: str | None = None
     max_pairs: int | None = None
-    max_new_tokens: int = 16
+    max_new_tokens: int = 64
     seed: int = 0
     overwrite: bool = False
 

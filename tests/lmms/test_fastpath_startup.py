@@ -131,14 +131,20 @@ def test_documents_built_ahead_are_the_hooks_own_and_rows_not_built_ahead_are_bu
     assert scope.rows(part) == 6
 
 
-def test_a_failed_build_ahead_is_built_in_place_and_raises_there(tmp_path, fast_env, counted):
-    ahead = documents.RenderAhead(tmp_path / "store", [(-1, 0), (0, 0)])
-    built_here = []
+def _built_here():
+    """A ``build`` for ``RenderAhead.collect`` that records the rows it built (a stand-in document)."""
+    built: list[int] = []
 
     def build(index, seed):
-        built_here.append(index)
+        built.append(index)
         return {"id": f"here-{index}"}
 
+    return built, build
+
+
+def test_a_failed_build_ahead_is_built_in_place_and_raises_there(tmp_path, fast_env, counted):
+    ahead = documents.RenderAhead(tmp_path / "store", [(-1, 0), (0, 0)])
+    built_here, build = _built_here()
     try:
         ahead.wait()
         docs = ahead.collect([(-1, 0), (0, 0), (1, 0)], build)
@@ -253,12 +259,7 @@ def test_the_documents_images_reach_the_model_without_being_read_back(tmp_path, 
 
 def test_the_worker_is_let_go_once_its_documents_are_collected(tmp_path, fast_env, counted):
     ahead = documents.RenderAhead(tmp_path / "store", [(0, 0), (1, 0)])
-    built_here = []
-
-    def build(index, seed):
-        built_here.append(index)
-        return {"id": f"here-{index}"}
-
+    built_here, build = _built_here()
     try:
         ahead.wait()
         workers = list(ahead._pool._processes.values())
