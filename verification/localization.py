@@ -62,9 +62,6 @@ def folder_stamp(model: str) -> str | None:
     folder = Path(model).expanduser() if model else None
     if folder is None or not folder.is_dir():
         return None
-    files = sorted(
-        (e.name, e.stat().st_size, e.stat().st_mtime_ns)
-        for e in os.scandir(folder)
-        if e.is_file() and not e.name.startswith(".")
-    )
+    stats = [(e.name, e.stat()) for e in os.scandir(folder) if e.is_file() and not e.name.startswith(".")]
+    files = sorted((name, st.st_size, st.st_mtime_ns) for name, st in stats)
     return hashlib.sha256(json.dumps(files).encode()).hexdigest()[:16]

@@ -101,7 +101,8 @@ class LmmsTarget:
             lm.task_dict = {}
         lm.task_dict.setdefault(FASTPATH_TASK, {})[FASTPATH_SPLIT] = _DocIds()
         self._next_id = 0
-        self._stamp: str | None = None
+        self._checkpoint = checkpoint_stamp(model_args or "")
+        """The local checkpoint folder's stamp, once: ``identity`` is part of every request's key."""
 
     @property
     def is_chat(self) -> bool:
@@ -112,10 +113,8 @@ class LmmsTarget:
             a for a in (self.model_args or "").split(",") if not is_secret_name(a.split("=", 1)[0])
         )
         out = {"backend": "lmms-eval", "model": self.model, "model_args": args, "chat": self.is_chat}
-        if self._stamp is None:
-            self._stamp = checkpoint_stamp(self.model_args) or ""
-        if self._stamp:
-            out["checkpoint"] = self._stamp
+        if self._checkpoint:
+            out["checkpoint"] = self._checkpoint
         return {**out, "gen_kwargs": dict(self.gen_kwargs)} if self.gen_kwargs else out
 
     def _gen_kwargs(self, params: GenerationParams) -> dict[str, Any]:

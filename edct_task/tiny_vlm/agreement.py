@@ -98,7 +98,7 @@ def measure(folder: Path, *, n: int = 60, batch: int = 12, threads: int | None =
     for start in range(0, n, batch):
         chunk = samples[start : start + batch]
         openings = [_opening(s.image, s.question, s.system_prompt) for s in chunk]
-        first = [strip_thinking(a).strip() for a in chat.reply(openings)]
+        first = [strip_thinking(a) for a in chat.reply(openings)]
         follow = [
             [*o, {"role": "assistant", "content": a}, {"role": "user", "content": why_prompt()}]
             for o, a in zip(openings, first, strict=True)
