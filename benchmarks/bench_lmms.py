@@ -46,6 +46,7 @@ from floor import (
     editor_path_s,
     per_stage_cpu,
     role_throughput_s,
+    slot_cpu_s,
     startup_s,
 )
 
@@ -178,7 +179,7 @@ def main() -> None:
         zero_calls, a.text_latency, a.editor_latency, LIMITS.text_concurrency, editor_concurrency
     )
     edits = zero_calls["calls"].get("edit", 0)
-    edit_cpu = zero_calls.get("cpu_seconds", {}).get("edit", 0.0) / max(1, edits)
+    edit_cpu = slot_cpu_s(zero_calls, "edit")
     editor_path = editor_path_s(
         edits,
         editor_concurrency,

@@ -15,8 +15,9 @@ Neither term counts the roles' concurrency limits: with 300 edits at 0.5 s and 8
 the editor alone needs 18.75 s, whatever the CPU. ``role_throughput_s`` gives that bound per pool
 (printed beside the floor, not part of it), and ``editor_path_s`` the tighter one the editor pool
 sets: no edit can start before the first sample has been answered, explained and its instruction
-written, the pool then needs every edit's latency and CPU at its concurrency, and after the last
-edit its sample is verified, asked again and judged. A fast-path run (``edct run --model``) also
+written, the pool then needs every edit's latency and the CPU it does in its slot at its
+concurrency (``slot_cpu_s``: storing the edited image runs after the slot is freed), and after
+the last edit its sample is verified, asked again and judged. A fast-path run (``edct run --model``) also
 cannot ask its model anything before lmms-eval is imported (its model registry; ``startup_s``
 measures that import on its own): ``bench_lmms.py`` adds it for the floor of such a run.
 """
@@ -31,6 +32,17 @@ import resource
 def critical_path_s(k: int, target: float, text: float, editor: float, verify: float, window: float) -> float:
     target_calls = 2 + 2 * k
     return target_calls * (target + window) + 3 * text + k * (editor + verify)
+
+
+def slot_cpu_s(calls: dict, stage: str) -> float:
+    """CPU seconds per call of ``stage`` that held the role's slot: results.json ``calls``'
+    ``cpu_seconds`` less its ``local_cpu_seconds`` (what ran after the backend answered, outside
+    the slot: storing an edited image), over the calls."""
+    n = calls.get("calls", {}).get(stage, 0)
+    if not n:
+        return 0.0
+    cpu = calls.get("cpu_seconds", {}).get(stage, 0.0) - calls.get("local_cpu_seconds", {}).get(stage, 0.0)
+    return max(0.0, cpu) / n
 
 
 def editor_path_s(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 
-from floor import critical_path_s, editor_path_s, role_throughput_s
+from floor import critical_path_s, editor_path_s, role_throughput_s, slot_cpu_s
 
 
 def test_pool_bounds_count_backend_calls_only() -> None:
@@ -41,3 +41,12 @@ def test_the_editor_path_adds_the_chains_before_the_first_and_after_the_last_edi
     assert math.isclose(editor_path_s(1, 8, **args), critical_path_s(1, 0.2, 0.2, 0.5065, 0.04, 0.02))
     assert editor_path_s(600, 16, **args) == path  # twice the edits at twice the concurrency
     assert editor_path_s(0, 8, **args) == 0.0
+
+
+def test_the_editor_path_counts_only_the_cpu_an_edit_does_in_its_slot() -> None:
+    # storing the edited image runs after the editor's slot is freed (local_cpu_seconds)
+    calls = {"calls": {"edit": 300}, "cpu_seconds": {"edit": 3.3}, "local_cpu_seconds": {"edit": 2.1}}
+    assert math.isclose(slot_cpu_s(calls, "edit"), 1.2 / 300)
+    older = {"calls": {"edit": 300}, "cpu_seconds": {"edit": 3.3}}  # a run that stored in the slot
+    assert math.isclose(slot_cpu_s(older, "edit"), 3.3 / 300)
+    assert slot_cpu_s({"calls": {}}, "edit") == 0.0

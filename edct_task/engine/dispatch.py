@@ -27,12 +27,17 @@ from typing import Any, Protocol
 from tqdm import tqdm
 
 from edct_task.core.requests import Failure, Request
-from edct_task.engine.handlers import Handler, HandlerTable
+from edct_task.engine.handlers import Finishing, Handler, HandlerTable
 from edct_task.engine.runtime import Outcome, Runtime, ThreadRuntime
 from edct_task.engine.stage_cache import StageCache, fingerprint
 from edct_task.engine.storage import storage_error
 
 log = logging.getLogger(__name__)
+
+LOCAL_POOL = "local"
+"""The pool of the work a handler does after its backend answered (``handlers.Finishing``)."""
+LOCAL_THREADS = 2
+"""Its threads: the work is this machine's CPU (encoding, hashing, writing an image)."""
 
 STAGES = ("target", "concepts", "instructions", "edit_parse", "edit", "verify", "judge")
 
@@ -41,9 +46,13 @@ class Observer(Protocol):
     """Watches requests go by; never changes a reply."""
 
     def issued(self, stage: str) -> None: ...
-    def answered(self, stage: str, how: str, seconds: float, key: str, cpu: float = 0.0) -> None:
+    def answered(
+        self, stage: str, how: str, seconds: float, key: str, cpu: float = 0.0, local_cpu: float = 0.0
+    ) -> None:
         """``how``: ``hit`` (cache or a twin in the round), ``call`` (a backend answered), ``failure``;
-        ``seconds`` of wall time and ``cpu`` seconds of this thread's CPU time the call took."""
+        ``seconds`` of wall time the backend took (its slot in the role's pool), ``cpu`` seconds
+        of CPU time the whole call took, of which ``local_cpu`` ran after the backend answered,
+        outside its slot (a handler's ``finish``: storing an edited image)."""
         ...
 
     def close(self) -> None: ...
@@ -59,12 +68,17 @@ class CallStats:
     seconds: dict[str, float] = field(default_factory=dict)
     cpu_seconds: dict[str, float] = field(default_factory=dict)
     """CPU time of the calling threads per stage (verification, image encoding, in-process models)."""
+    local_cpu_seconds: dict[str, float] = field(default_factory=dict)
+    """The part of ``cpu_seconds`` spent after the backend answered, outside its slot (a
+    handler's ``finish``); the rest held a slot of the role's pool."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def issued(self, stage: str) -> None:
         pass
 
-    def answered(self, stage: str, how: str, seconds: float, key: str, cpu: float = 0.0) -> None:
+    def answered(
+        self, stage: str, how: str, seconds: float, key: str, cpu: float = 0.0, local_cpu: float = 0.0
+    ) -> None:
         bucket = {"hit": self.cache_hits, "call": self.calls, "failure": self.failures}[how]
         with self._lock:
             bucket[stage] = bucket.get(stage, 0) + 1
@@ -72,6 +86,8 @@ class CallStats:
                 self.seconds[stage] = self.seconds.get(stage, 0.0) + seconds
             if how != "hit":
                 self.cpu_seconds[stage] = self.cpu_seconds.get(stage, 0.0) + cpu
+                if local_cpu:
+                    self.local_cpu_seconds[stage] = self.local_cpu_seconds.get(stage, 0.0) + local_cpu
 
     def close(self) -> None:
         pass
@@ -83,6 +99,11 @@ class CallStats:
             "failures": dict(self.failures),
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "cpu_seconds": {k: round(v, 3) for k, v in self.cpu_seconds.items()},
+            **(
+                {"local_cpu_seconds": {k: round(v, 3) for k, v in self.local_cpu_seconds.items()}}
+                if self.local_cpu_seconds
+                else {}
+            ),
         }
 
 
@@ -96,7 +117,9 @@ class CallLog:
     def issued(self, stage: str) -> None:
         pass
 
-    def answered(self, stage: str, how: str, seconds: float, key: str, cpu: float = 0.0) -> None:
+    def answered(
+        self, stage: str, how: str, seconds: float, key: str, cpu: float = 0.0, local_cpu: float = 0.0
+    ) -> None:
         if how != "call":
             return
         with self._lock:
@@ -172,7 +195,9 @@ class Progress:
                 bar.total += 1
                 bar.refresh()
 
-    def answered(self, stage: str, how: str, seconds: float, key: str, cpu: float = 0.0) -> None:
+    def answered(
+        self, stage: str, how: str, seconds: float, key: str, cpu: float = 0.0, local_cpu: float = 0.0
+    ) -> None:
         with self._lock:
             self._done[stage] = self._done.get(stage, 0) + 1
             if self.tty:
@@ -233,6 +258,7 @@ class CachedHandler:
         self.inner, self.cache = inner, cache
         self.pool, self.batch_size = inner.pool, inner.batch_size
         self.stage, self.key, self.encode, self.decode = inner.stage, inner.key, inner.encode, inner.decode
+        self.finishes = isinstance(inner, Finishing)
 
     def cached(self, key: str) -> object | None:
         """The cached reply, or None: a miss, or an entry that cannot be used any more (a value of
@@ -252,8 +278,13 @@ class CachedHandler:
             )
             return None
 
-    def call_keyed(self, batch: Sequence[Request], keys: Sequence[str]) -> list[object]:
-        replies = self.inner.call(batch)
+    def backend(self, batch: Sequence[Request]) -> list[object]:
+        """The backend's part of a call (it holds a slot of the handler's pool)."""
+        return self.inner.call(batch)
+
+    def finish_keyed(self, batch: Sequence[Request], keys: Sequence[str], raw: list[object]) -> list[object]:
+        """The handler's ``finish`` of the backend's replies, then every success stored."""
+        replies = self.inner.finish(batch, raw) if self.finishes else raw
         for request, key, reply in zip(batch, keys, replies, strict=True):
             if not isinstance(reply, Failure):  # errors and refusals are never cached
                 try:
@@ -277,12 +308,16 @@ class _Uncached:
             inner.stage,
             inner.key,
         )
+        self.finishes = isinstance(inner, Finishing)
 
     def cached(self, key: str) -> object | None:
         return None
 
-    def call_keyed(self, batch: Sequence[Request], keys: Sequence[str]) -> list[object]:
+    def backend(self, batch: Sequence[Request]) -> list[object]:
         return self.inner.call(batch)
+
+    def finish_keyed(self, batch: Sequence[Request], keys: Sequence[str], raw: list[object]) -> list[object]:
+        return self.inner.finish(batch, raw) if self.finishes else raw
 
 
 @dataclass(frozen=True)
@@ -455,7 +490,7 @@ class Dispatcher:
         self.observers: tuple[Observer, ...] = (self.stats, *observers)
         self._pools = {
             name: ThreadPoolExecutor(n, thread_name_prefix=f"edct-{name}")
-            for name, n in vars(concurrency).items()
+            for name, n in {**vars(concurrency), LOCAL_POOL: LOCAL_THREADS}.items()
         }
         self._own_runtime: ThreadRuntime | None = None
         if runtime is None:  # real threads: closed with the dispatcher (its timer thread)
@@ -521,26 +556,54 @@ class Dispatcher:
 
     def _send(self, handler: Any, batch: list[_Item]) -> Future:
         """Run one batch on the handler's pool (through the runtime): timed, observed, every future
-        settled (a storage stop or a bug fails the batch's futures, so no waiting sample hangs)."""
+        settled (a storage stop or a bug fails the batch's futures, so no waiting sample hangs).
 
-        def call() -> list[object]:
-            return handler.call_keyed([r for r, _, _ in batch], [k for _, k, _ in batch])
+        A handler with a ``finish`` (``handlers.Finishing``) frees its slot when the backend
+        answers: the finish and the stage cache's commit run on the local pool, so the role's next
+        call starts while this one's image is stored. The returned future completes once every
+        reply is settled."""
+        requests, keys = [r for r, _, _ in batch], [k for _, k, _ in batch]
 
-        def done(outcome: Outcome) -> None:
+        def settle(outcome: Outcome, local_cpu: float = 0.0) -> None:
             try:
                 if isinstance(outcome, BaseException):
                     raise outcome
                 replies, wall, cpu = outcome
-                seconds, cpu_each = wall / len(batch), cpu / len(batch)
+                seconds, cpu_each, local_each = wall / len(batch), cpu / len(batch), local_cpu / len(batch)
                 for (request, key, future), reply in zip(batch, replies, strict=True):
                     how = "failure" if isinstance(reply, Failure) else "call"
-                    self.notify("answered", handler.stage(request), how, seconds, key, cpu_each)
+                    self.notify("answered", handler.stage(request), how, seconds, key, cpu_each, local_each)
                     self._settle(key, future, reply)
             except BaseException as exc:
                 for _, key, future in batch:
                     self._settle(key, future, exc)
 
-        return self.runtime.start(handler.pool, call, done)
+        if not handler.finishes:
+            return self.runtime.start(
+                handler.pool, lambda: handler.finish_keyed(requests, keys, handler.backend(requests)), settle
+            )
+        settled: Future = Future()
+
+        def answered(outcome: Outcome) -> None:
+            if isinstance(outcome, BaseException):
+                settle(outcome)
+                settled.set_result(None)
+                return
+            raw, wall, cpu = outcome
+
+            def finished(local: Outcome) -> None:
+                try:
+                    if isinstance(local, BaseException):
+                        settle(local)
+                    else:
+                        settle((local[0], wall, cpu + local[2]), local[2])
+                finally:
+                    settled.set_result(None)
+
+            self.runtime.start(LOCAL_POOL, lambda: handler.finish_keyed(requests, keys, raw), finished)
+
+        self.runtime.start(handler.pool, lambda: handler.backend(requests), answered)
+        return settled
 
     def _settle(self, key: str, future: Future, outcome: object) -> None:
         with self._lock:

@@ -14,7 +14,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from PIL import Image
 
@@ -64,6 +64,17 @@ class Handler(Protocol, Generic[R]):
     def call(self, batch: Sequence[R]) -> list[object]: ...
     def encode(self, reply: object) -> dict[str, Any]: ...
     def decode(self, value: dict[str, Any]) -> object: ...
+
+
+@runtime_checkable
+class Finishing(Protocol):
+    """A handler whose call has a local part that need not hold the backend's slot: ``call`` is
+    the backend (it holds a slot of the handler's pool), ``finish(batch, raw)`` turns its replies
+    into the handler's replies afterwards, on the dispatcher's local pool (storing an edited
+    image: PNG encoding, hashing and writing take ~10 ms of CPU per edit, and an editor pool
+    limited to 8 calls in flight would otherwise wait for them)."""
+
+    def finish(self, batch: Sequence[Any], raw: list[object]) -> list[object]: ...
 
 
 def failure(stage: str, exc: BaseException) -> Failure:
@@ -227,7 +238,8 @@ class LLMHandler:
 
 
 class EditHandler:
-    """``EditImage`` → the image editor; the edited image goes into the store."""
+    """``EditImage`` → the image editor; the edited image goes into the store once the editor's
+    slot is free (``finish``)."""
 
     pool = "edit"
     batch_size = 1
@@ -250,11 +262,21 @@ class EditHandler:
         }
 
     def call(self, batch: Sequence[EditImage]) -> list[object]:
+        """The editor's part (its slot): the edited image, or the failure."""
         (request,) = batch
         try:
-            edited = self.roles.editor.edit(
-                self.pixels(request.image), request.instruction, seed=request.seed
-            )
+            source = self.pixels(request.image)
+            return [self.roles.editor.edit(source, request.instruction, seed=request.seed)]
+        except Exception as exc:
+            return [failure("edit", exc)]
+
+    def finish(self, batch: Sequence[EditImage], raw: list[object]) -> list[object]:
+        """The edited image into the store, after the editor's slot is free (``Finishing``)."""
+        (edited,) = raw
+        if isinstance(edited, Failure):
+            return [edited]
+        assert isinstance(edited, Image.Image)
+        try:
             ref = self.pixels.put(edited)  # verification reads it next: kept decoded
         except Exception as exc:
             return [failure("edit", exc)]

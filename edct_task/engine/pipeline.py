@@ -59,19 +59,25 @@ def run_pipelined(
         for f in futures:
             f.add_done_callback(one_done)
 
+    def move_on(run: SampleRun, replies: tuple[object, ...] | BaseException) -> None:
+        if isinstance(replies, BaseException):
+            raise replies
+        requests = run.send(replies)
+        if runs.advanced(run, requests):
+            launch(run, requests)  # type: ignore[arg-type]
+
     def admit() -> None:
         for run, requests in runs.admit():
             launch(run, requests)
+            # drawing a sample takes time (a document's image is decoded as it is drawn): the
+            # samples whose replies came back meanwhile move on now, not after the last draw
+            while (done := ready.poll()) is not None:
+                move_on(*done)
 
     try:
         admit()
         while runs.active:
-            run, replies = ready.get()
-            if isinstance(replies, BaseException):
-                raise replies
-            requests = run.send(replies)
-            if runs.advanced(run, requests):
-                launch(run, requests)  # type: ignore[arg-type]
+            move_on(*ready.get())
             admit()
     finally:
         runs.close()

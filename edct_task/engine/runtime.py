@@ -43,6 +43,9 @@ Outcome = tuple[Any, float, float] | BaseException
 class Waitable(Protocol[T]):
     def put(self, item: T) -> None: ...
     def get(self) -> T: ...
+    def poll(self) -> T | None:
+        """An item already there, or None at once (nothing waits)."""
+        ...
 
 
 class Runtime(Protocol):
@@ -213,7 +216,7 @@ class ThreadRuntime:
         return self._timers.call_later(delay, fn)
 
     def queue(self) -> Waitable[Any]:
-        return queue.Queue()
+        return _ThreadQueue()
 
     def close(self) -> None:
         """Stop the timer thread; release the BLAS limit (idempotent)."""
@@ -221,6 +224,14 @@ class ThreadRuntime:
         if not self._closed:
             self._closed = True
             SingleThreadedBlas.release()
+
+
+class _ThreadQueue(queue.Queue):
+    def poll(self) -> Any:
+        try:
+            return self.get_nowait()
+        except queue.Empty:
+            return None
 
 
 class Stalled(RuntimeError):
@@ -374,3 +385,6 @@ class _VirtualQueue:
             if not self._runtime.step():
                 raise Stalled("the virtual clock has no event left but the driver is still waiting")
         return self._items.popleft()
+
+    def poll(self) -> Any:
+        return self._items.popleft() if self._items else None

@@ -161,12 +161,14 @@ def from_run(folder: Path) -> RunStats:
         raise ConfigError(f"--latencies-from {results_path}: it records no backend calls")
     calls, seconds, failures = block["calls"], block.get("seconds", {}), block.get("failures", {})
     cpu_seconds = block.get("cpu_seconds", {})
+    local_cpu = block.get("local_cpu_seconds", {})  # spent after the backend answered, outside its slot
     per_stage: dict[str, CallTime] = {}
     for stage, n in calls.items():
         if not n:
             continue
         fails = int(failures.get(stage, 0))
-        wall, cpu = float(seconds.get(stage, 0.0)) / n, float(cpu_seconds.get(stage, 0.0)) / n
+        in_slot = float(cpu_seconds.get(stage, 0.0)) - float(local_cpu.get(stage, 0.0))
+        wall, cpu = float(seconds.get(stage, 0.0)) / n, max(0.0, in_slot) / n
         per_stage[stage] = CallTime(
             max(0.0, wall - cpu),
             cpu=cpu,

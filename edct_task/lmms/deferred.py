@@ -24,7 +24,7 @@ import sys
 import threading
 import types
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 UNUSED_BY_THE_FAST_PATH = ("evaluate",)
@@ -116,3 +116,23 @@ def imports_refused(names: tuple[str, ...] = OTHER_TASKS_METRIC_MODULES) -> Iter
             for name in refused:
                 if sys.modules.get(name, object()) is None:
                     del sys.modules[name]
+
+
+USED_AT_THE_END = ("pytablewriter",)
+"""Imported by the end of an ``edct run --model``, not before: lmms-eval's ``make_table`` (the
+results table the CLI prints) imports pytablewriter on first use (≈ 0.1 s)."""
+
+
+def import_in_background(modules: tuple[str, ...] = USED_AT_THE_END) -> threading.Thread:
+    """Import ``modules`` on a daemon thread, for a run to call once it mostly waits on its backends:
+    the import then costs nothing at the end, where everything is serial. A module that fails to
+    import is left to fail where it is used."""
+
+    def run() -> None:
+        for name in modules:
+            with suppress(Exception):  # reported where it is used, as it always was
+                importlib.import_module(name)
+
+    thread = threading.Thread(target=run, name="edct-import", daemon=True)
+    thread.start()
+    return thread

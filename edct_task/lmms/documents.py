@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+from PIL.Image import DecompressionBombError
+
 from edct_task.bench_data.format import BenchDataError
 from edct_task.core.errors import ConfigError
 from edct_task.core.records import SampleInput, SampleRecord
@@ -347,6 +349,60 @@ def _metadata(doc: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+class ChosenRows:
+    """The first ``used`` documents of a task's ``eval_docs``, each read when a driver draws it.
+
+    Reading a row of a datasets ``Dataset`` decodes its image (the ``Image`` feature decodes
+    on access). ``edct run --model`` reads each row once, as its sample is drawn (``draw``), so the
+    first target batch goes out while the later rows are decoded, and keeps it for scoring and the
+    sample log (``doc``). What must see every row before the first model call reads the rows
+    without their image columns (``rows_without_images``): nothing is decoded for it."""
+
+    def __init__(self, docs: Any, used: int) -> None:
+        self.docs, self.used = docs, used
+        self._drawn: dict[int, Doc] = {}
+        self._light: Any = None
+
+    def draw(self, doc_id: int) -> Doc:
+        """Row ``doc_id``, read (its image decoded, for a ``Dataset``) and kept; what decoding
+        raises is raised."""
+        doc = self.docs[doc_id]
+        self._drawn[doc_id] = doc
+        return doc
+
+    def doc(self, doc_id: int) -> Doc:
+        """Row ``doc_id`` as drawn; a row whose reading failed (its image could not be decoded) or
+        that was never drawn is read without its image columns."""
+        if doc_id in self._drawn:
+            return self._drawn[doc_id]
+        return self._without_images()[doc_id]
+
+    def rows_without_images(self) -> Iterator[Doc]:
+        light = self._without_images()
+        return (light[i] for i in range(self.used))
+
+    def _without_images(self) -> Any:
+        if self._light is None:
+            self._light = without_images(self.docs)
+        return self._light
+
+
+def without_images(docs: Any) -> Any:
+    """``docs`` (a datasets ``Dataset``) without its image columns, so reading a row decodes
+    nothing; anything else (a list of rows) as it is."""
+    features = getattr(docs, "features", None)
+    if features is None or not hasattr(docs, "remove_columns"):
+        return docs
+    import datasets
+
+    def is_image(feature: Any) -> bool:
+        inner = getattr(feature, "feature", None)  # a list of images
+        return isinstance(feature, datasets.Image) or isinstance(inner, datasets.Image)
+
+    images = [name for name, feature in features.items() if is_image(feature)]
+    return docs.remove_columns(images) if images else docs
+
+
 def doc_source(doc: dict[str, Any]) -> str | None:
     """The ``source`` its sample will carry (``sample_of``), read without decoding the image."""
     return _metadata(doc).get("source")
@@ -381,8 +437,9 @@ def doc_image_and_notes(doc: dict[str, Any]) -> tuple[Any, dict[str, str]]:
     return image, {}
 
 
-IMAGE_ERRORS = (OSError, ValueError, SyntaxError)
-"""What decoding a document's image raises for a bad image (``ImageRefused`` is a ValueError)."""
+IMAGE_ERRORS = (OSError, ValueError, SyntaxError, DecompressionBombError)
+"""What decoding a document's image raises for a bad image (``ImageRefused`` is a ValueError; a
+datasets ``Image`` column decoding a bomb raises PIL's ``DecompressionBombError``)."""
 
 
 def unreadable_record(doc: dict[str, Any], exc: BaseException) -> SampleRecord:

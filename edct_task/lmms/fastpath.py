@@ -29,7 +29,7 @@ from edct_task.core.errors import ConfigError
 from edct_task.core.records import SampleInput, SampleRecord
 from edct_task.lmms import documents, turns
 from edct_task.lmms import results as lmms_results
-from edct_task.lmms.deferred import defer_imports, imports_refused
+from edct_task.lmms.deferred import defer_imports, import_in_background, imports_refused
 from edct_task.lmms.settings import Settings, build_settings, open_work_dir
 from edct_task.lmms.turns import render_turn
 from edct_task.roles import refuse_calibration_roles
@@ -352,7 +352,7 @@ def _evaluate(
     eval_tasks = get_task_list(task_dict)
 
     # documents → samples, in lmms-eval's document order
-    plan: list[tuple[Any, list[tuple[int, dict]]]] = []
+    plan: list[tuple[Any, documents.ChosenRows]] = []
     for task_output in eval_tasks:
         task = task_output.task
         if task is None:
@@ -364,34 +364,35 @@ def _evaluate(
             raise ValueError(f"task {task_output.task_name} is not an EDCT task")
         docs = task.eval_docs
         used = len(docs) if limit is None else min(limit, len(docs))
-        chosen = [(i, docs[i]) for i in range(used)]  # only these rows' images are decoded
-        plan.append((task_output, chosen))
-    chosen_docs = [doc for _, chosen in plan for _, doc in chosen]
+        plan.append((task_output, documents.ChosenRows(docs, used)))
 
-    refuse_calibration_roles(  # before any model call
+    refuse_calibration_roles(  # before any model call; no image is decoded for it
         {r: s for r, s in settings.config.role_specs().items() if r != "target"},
         f"task {tasks}",
-        (documents.doc_source(doc) for doc in chosen_docs),
+        (documents.doc_source(row) for _, chosen in plan for row in chosen.rows_without_images()),
     )
     limits, dispatcher = settings.config.limits, settings.dispatcher
     progress = next((o for o in dispatcher.observers if isinstance(o, Progress)), None)
     if progress is not None:
-        progress.expect(len(chosen_docs))
+        progress.expect(sum(chosen.used for _, chosen in plan))
     unreadable: list[SampleRecord] = []
 
     def drawn_samples() -> Iterator[SampleInput]:
-        """Each document's sample, its image decoded as the driver draws it: the first target
-        batch goes out while the later documents are decoded."""
-        for doc in chosen_docs:
-            try:
-                image, notes = documents.doc_image_and_notes(doc)
-                ref = settings.pixels.put(image)  # kept decoded: the first target batches read it
-            except documents.IMAGE_ERRORS as exc:  # a bad image costs its document, recorded
-                unreadable.append(documents.unreadable_record(doc, exc))
-                if progress is not None:
-                    progress.sample_done()
-                continue
-            yield documents.sample_of(doc, ref, notes)
+        """Each document's sample, the document read and its image decoded as the driver draws
+        it: the first target batch goes out while the later documents are decoded."""
+        for _, chosen in plan:
+            for doc_id in range(chosen.used):
+                try:
+                    doc = chosen.draw(doc_id)
+                    image, notes = documents.doc_image_and_notes(doc)
+                    ref = settings.pixels.put(image)  # kept decoded: the first target batches read it
+                except documents.IMAGE_ERRORS as exc:  # a bad image costs its document, recorded
+                    unreadable.append(documents.unreadable_record(chosen.doc(doc_id), exc))
+                    if progress is not None:
+                        progress.sample_done()
+                    continue
+                yield documents.sample_of(doc, ref, notes)
+        import_in_background()  # every document is drawn: from here on the run waits on its backends
 
     records = run_samples(
         drawn_samples(),
@@ -406,7 +407,8 @@ def _evaluate(
     # score through the task's own hooks, as lmms-eval's evaluator would
     for task_output, chosen in plan:
         task = task_output.task
-        for doc_id, doc in chosen:
+        for doc_id in range(chosen.used):
+            doc = chosen.doc(doc_id)
             record = by_id[str(doc["id"])]
             response = lmms_results.final_response(record)  # what lmms-eval's loop logs as the response
             metrics = lmms_results.record_results(record, settings.images, setup)
@@ -466,7 +468,7 @@ def _evaluate(
         "n-shot": dict(sorted(num_fewshot.items())),
         "higher_is_better": dict(sorted(higher_is_better.items())),
         "n-samples": {
-            to.task_name: {"original": scope.rows(to.task.eval_docs), "effective": len(chosen)}
+            to.task_name: {"original": scope.rows(to.task.eval_docs), "effective": chosen.used}
             for to, chosen in plan
         },
         "config": {

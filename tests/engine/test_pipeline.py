@@ -99,10 +99,56 @@ def test_pipelined_resume_repeats_no_finished_call(tmp_path: Path, monkeypatch) 
 def test_a_failing_observer_stops_the_run_instead_of_hanging_it(tmp_path: Path, monkeypatch) -> None:
     from edct_task.engine import dispatch
 
-    def broken(self, stage, how, seconds, key, cpu=0.0):
+    def broken(self, stage, how, seconds, key, cpu=0.0, local_cpu=0.0):
         if how == "call" and stage == "edit":
             raise RuntimeError("observer bug")
 
     monkeypatch.setattr(dispatch.CallStats, "answered", broken)
     with pytest.raises(RuntimeError, match="observer bug"):
         run(_config(tmp_path, "p", "faithful", "pipelined", n=6))
+
+
+def test_samples_answered_while_later_samples_are_drawn_move_on_before_the_last_draw(monkeypatch) -> None:
+    """Drawing a sample takes time on the fast path (its document's image is decoded then): a
+    sample whose reply came back meanwhile sends its next request at once, not after every
+    sample has been drawn."""
+    import time as _time
+
+    from edct_task.core.records import SampleInput, SampleRecord
+    from edct_task.core.requests import AskTarget, Message
+    from edct_task.engine import drive
+    from edct_task.engine.dispatch import Concurrency, Dispatcher
+    from edct_task.engine.pipeline import run_pipelined
+    from edct_task.engine.protocol import ProtocolConfig
+
+    events: list[str] = []
+
+    def two_questions(sample, _config):
+        for turn in ("first", "second"):
+            events.append(f"{sample.id} {turn}")
+            yield (AskTarget((Message("user", turn),), f"{sample.id}.{turn}"),)
+        return SampleRecord(sample=sample, status="error", reason="a stub protocol")
+
+    class Echo:
+        pool, batch_size = "target", 1
+
+        def stage(self, request):
+            return "target"
+
+        def key(self, request):
+            return {"purpose": request.purpose}
+
+        def call(self, batch):
+            return ["ok" for _ in batch]
+
+    def drawn(n: int):
+        for i in range(n):
+            _time.sleep(0.05)  # decoding the document's image
+            events.append(f"drew s{i}")
+            yield SampleInput(id=f"s{i}", domain="d", question="q?", image="0" * 64)
+
+    monkeypatch.setattr(drive, "sample_protocol", two_questions)
+    with Dispatcher({AskTarget: Echo()}, None, concurrency=Concurrency(target=1)) as dispatcher:
+        records = run_pipelined(drawn(8), ProtocolConfig(), dispatcher)
+    assert [r.sample.id for r in records] == [f"s{i}" for i in range(8)]
+    assert events.index("s0 second") < events.index("drew s7")

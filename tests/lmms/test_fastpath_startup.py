@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 
 import datasets
 import lmms_eval.utils
@@ -265,8 +266,12 @@ def test_the_worker_is_let_go_once_its_documents_are_collected(tmp_path, fast_en
         workers = list(ahead._pool._processes.values())
         assert workers and ahead.collect([(0, 0), (1, 0)], build)[1]["id"] != "here-1"
         for worker in workers:  # it exits during the run, not when the run closes it
-            worker.join(timeout=60)
-            assert not worker.is_alive()
+            # not join(): the executor's own thread reaps the process too, and the loser of that
+            # race sees no exit status yet (join returns, is_alive() still says True for a moment)
+            deadline = time.monotonic() + 60
+            while worker.exitcode is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert worker.exitcode is not None
         assert ahead.collect([(1, 0)], build) == [{"id": "here-1"}] and built_here == [1]
     finally:
         ahead.close()
@@ -298,4 +303,29 @@ def test_the_first_target_batch_goes_out_while_later_documents_are_decoded(tmp_p
     decoded = [f"decoded {calibration.calibration_sample(i).id}" for i in range(5)]
     assert events == [*decoded[:2], *(e for d in decoded[2:] for e in ("asked", d))]
     assert [r.sample.id for r in out.records] == [calibration.calibration_sample(i).id for i in range(5)]
+    assert {r.status for r in out.records} == {"scored"}
+
+
+def test_no_document_image_is_decoded_before_the_samples_are_drawn(tmp_path, fast_env, monkeypatch):
+    """lmms-eval's documents decode their image on access: the refusal check before the first
+    model call reads the rows without it, and each row is read once, as its sample is drawn."""
+    import edct_task.engine.lockstep as lockstep
+
+    decodes: list[int] = []
+    at_start: list[int] = []
+    real_decode, real_run = datasets.Image.decode_example, lockstep.run_samples
+
+    def counted(self, value, token_per_repo_id=None):
+        decodes.append(1)
+        return real_decode(self, value, token_per_repo_id=token_per_repo_id)
+
+    def run_samples(*args, **kwargs):
+        at_start.append(len(decodes))
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(datasets.Image, "decode_example", counted)
+    monkeypatch.setattr(lockstep, "run_samples", run_samples)
+    out = _run_5(tmp_path, fast_env)
+    lmms_evals_own = 1  # lmms-eval's Task reads its first document once, when it is built
+    assert at_start == [lmms_evals_own] and len(decodes) == lmms_evals_own + 5
     assert {r.status for r in out.records} == {"scored"}
