@@ -251,12 +251,11 @@ class VLMProbe:
         )
 
 
-_THOUGHT = re.compile(r"(?is)^.*</(?:think|thinking|reasoning|reflection)>")
-
-
 def thought_of(reply: str) -> str:
-    """A thinking model's reasoning at the start of ``reply``, up to and including its last closing
-    tag (``</think>``, …), or "": the answer's first token follows it, so the attention that
+    """A thinking model's reasoning at the start of ``reply``: everything before the answer
+    ``parsing.strip_thinking`` keeps (up to the last closing tag, ``</think>``, …), or "" when
+    there is no reasoning or no answer. The answer's first token follows it, so the attention that
     produced the answer is read after it (``VLMProbe.attention``)."""
-    found = _THOUGHT.match(reply)
-    return found.group(0) if found else ""
+    answer = strip_thinking(reply)
+    start = reply.rfind(answer) if answer else -1
+    return reply[:start].rstrip() if start > 0 else ""
