@@ -34,7 +34,7 @@ from PIL import Image
 from model_adapters.errors import BadInput, OptionsError, PermanentBackendError, TransientBackendError
 from model_adapters.remote_editor import EditorUsage, finish
 from model_adapters.transport import check_options
-from verification.localization import folder_stamp
+from verification.localization import weights_identity
 
 PIPELINES = {
     "flux-kontext": ("FluxKontextPipeline", {"num_inference_steps": 28, "guidance_scale": 2.5}),
@@ -96,16 +96,15 @@ class DiffusersEditor:
         self._lock = threading.Lock()
 
     def identity(self) -> dict[str, Any]:
-        return {
-            "backend": self.backend,
-            "pipeline": self.pipeline,
-            "class": type(self.pipe).__name__,
-            "model": self.model,
-            "revision": self.revision,
-            "dtype": self.dtype,
-            "call_kwargs": copy.deepcopy(self.call_kwargs),
-            **({"checkpoint": stamp} if (stamp := folder_stamp(self.model)) else {}),
-        }
+        return weights_identity(
+            self.backend,
+            self.model,
+            self.revision,
+            pipeline=self.pipeline,
+            dtype=self.dtype,
+            call_kwargs=copy.deepcopy(self.call_kwargs),
+            **{"class": type(self.pipe).__name__},
+        )
 
     def usage(self) -> dict[str, Any]:
         return {"backend": self.backend, "model": self.model, **self.stats.as_dict()}

@@ -19,6 +19,7 @@ pytest.importorskip("tokenizers")
 from model_adapters.errors import OptionsError  # noqa: E402
 from model_adapters.factories import FACTORIES  # noqa: E402
 from model_adapters.images import RESIZE_INFO_KEY  # noqa: E402
+from verification.localization import folder_stamp  # noqa: E402
 
 WORDS = (
     "keep",
@@ -191,6 +192,7 @@ def test_tiny_kontext_edits_through_the_backend(saved_pipeline, offline) -> None
     assert not np.array_equal(np.asarray(first), np.asarray(other))  # and the retry differs
     ident = editor.identity()
     assert ident["class"] == "FluxKontextPipeline" and ident["dtype"] == "float32"
+    assert ident["checkpoint"] == folder_stamp(str(saved_pipeline))  # weights saved again: another key
     assert ident["call_kwargs"]["num_inference_steps"] == 2 and ident["call_kwargs"]["guidance_scale"] == 2.5
     assert editor.usage()["edits"] == 3
 
