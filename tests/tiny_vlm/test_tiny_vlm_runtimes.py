@@ -52,7 +52,7 @@ def test_the_original_image_control_answers_about_the_original_picture():
 
 @pytest.fixture(scope="module")
 def checkpoints():
-    return {b: checkpoint_path(b, log=lambda _: None)[0] for b in ("faithful", "prior")}
+    return {b: checkpoint_path(b) for b in ("faithful", "prior")}
 
 
 @pytest.mark.slow

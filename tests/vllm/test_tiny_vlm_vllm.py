@@ -29,7 +29,7 @@ LIMIT = 20
 
 @pytest.fixture(scope="module")
 def transformers_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict]]:
-    folder, _ = checkpoint_path("faithful", log=lambda _: None)
+    folder = checkpoint_path("faithful")
     runs = {}
     for name, runtime in (("a", runtime_a), ("b", runtime_b)):
         out = tmp_path_factory.mktemp(f"tiny-vlm-{name}")
