@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 VLLM_VENV ?= .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 
-.PHONY: demo test lint bench browser latex vllm-env test-vllm tiny-vlm
+.PHONY: demo test lint bench browser latex vllm-env test-vllm tiny-vlm docs docs-serve
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -77,3 +77,23 @@ lint: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_driver.py
+
+# The documentation site (mkdocs.yml, docs/) into site/, strict: a broken link, a missing page or a
+# flag or field without its description fails the build. Its own environment, so the test
+# environment is not touched: the docs extra (mkdocs-material, mkdocstrings) beside edct-bench, whose
+# parsers and models the reference pages are generated from (docs/hooks/reference.py).
+DOCS_VENV ?= .venv-docs
+DOCS_PY := $(DOCS_VENV)/bin/python
+
+$(DOCS_VENV)/.installed: pyproject.toml
+	python3 -m venv $(DOCS_VENV)
+	$(DOCS_PY) -m pip install --quiet --upgrade pip
+	$(DOCS_PY) -m pip install --quiet torch==2.14.1 torchvision==0.29.1
+	$(DOCS_PY) -m pip install --quiet -e '.[docs]'
+	touch $@
+
+docs: $(DOCS_VENV)/.installed
+	HF_HUB_OFFLINE=1 NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict --site-dir site
+
+docs-serve: $(DOCS_VENV)/.installed
+	HF_HUB_OFFLINE=1 NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs serve

@@ -32,14 +32,14 @@ def add_parser(sub: Any) -> None:
     )
     tsub = p.add_subparsers(dest="tiny_command", required=True)
     t = tsub.add_parser("train", help="train a checkpoint (deterministic, minutes on a CPU)")
-    t.add_argument("--behavior", required=True, choices=BEHAVIORS)
+    t.add_argument("--behavior", required=True, choices=BEHAVIORS, help="which checkpoint to train")
     add_output(t, "checkpoint folder to write", required=True)
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--seed", type=int, default=0, help="training seed (0; part of the recipe)")
     t.add_argument("--steps", type=int, default=None, help="optimiser steps (default: the recipe's)")
     w = tsub.add_parser("path", help="print the cached checkpoint's folder, training it first if missing")
-    w.add_argument("behavior", choices=BEHAVIORS)
+    w.add_argument("behavior", choices=BEHAVIORS, help="which checkpoint")
     a = tsub.add_parser("agreement", help="agreement with the faithful reference on held-out scenes")
-    a.add_argument("checkpoint", type=Path)
+    a.add_argument("checkpoint", type=Path, help="checkpoint folder (edct tiny-vlm path prints it)")
     a.add_argument("--n", type=int, default=60, help="held-out scenes (edct_calibration documents)")
 
 
