@@ -18,14 +18,29 @@ import enum
 import importlib
 import inspect
 import re
+import sys
 import types
 import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _checkout_first() -> None:
+    """Import this checkout's code, never another installed copy. Called at use, not at import:
+    mkdocs restores ``sys.path`` after it loads a hook."""
+    if str(ROOT) not in sys.path[:1]:
+        sys.path.insert(0, str(ROOT))
+    loaded = sys.modules.get("edct_task")
+    if loaded is not None and not Path(loaded.__file__).resolve().is_relative_to(ROOT):
+        raise RuntimeError(f"edct_task was imported from {loaded.__file__}, not from {ROOT}")
+
 
 MARKER = re.compile(r"^<!-- edct-reference: (?P<what>cli|models (?P<group>[a-z-]+)) -->$", re.MULTILINE)
 
@@ -67,6 +82,7 @@ class Command:
 
 def commands() -> list[Command]:
     """Every command of ``edct``, sub-commands of sub-commands included, in the parser's order."""
+    _checkout_first()
     from edct_task.cli.main import build_parser
 
     parser, _ = build_parser()
@@ -134,12 +150,14 @@ def _default(action: argparse.Action) -> str:
 
 
 def _load(ref: str) -> type[BaseModel]:
+    _checkout_first()
     module, name = ref.split(":")
     return getattr(importlib.import_module(module), name)
 
 
 def documented_models() -> list[type[BaseModel]]:
     """The public pydantic models of ``MODEL_MODULES`` (the test's scope)."""
+    _checkout_first()
     found: list[type[BaseModel]] = []
     for name in MODEL_MODULES:
         module = importlib.import_module(name)
