@@ -78,22 +78,16 @@ lint: $(VENV)/.installed
 bench: $(VENV)/.installed
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_driver.py
 
-# The documentation site (mkdocs.yml, docs/) into site/, strict: a broken link, a missing page or a
-# flag or field without its description fails the build. Its own environment, so the test
-# environment is not touched: the docs extra (mkdocs-material, mkdocstrings) beside edct-bench, whose
-# parsers and models the reference pages are generated from (docs/hooks/reference.py).
-DOCS_VENV ?= .venv-docs
-DOCS_PY := $(DOCS_VENV)/bin/python
-
-$(DOCS_VENV)/.installed: pyproject.toml
-	python3 -m venv $(DOCS_VENV)
-	$(DOCS_PY) -m pip install --quiet --upgrade pip
-	$(DOCS_PY) -m pip install --quiet torch==2.14.1 torchvision==0.29.1
-	$(DOCS_PY) -m pip install --quiet -e '.[docs]'
+# The documentation site (mkdocs.yml, docs/) into site/, strict: a broken link, a missing anchor or
+# a missing page fails the build. The reference pages are generated from edct-bench's own parsers and
+# models (docs/hooks/reference.py), so the docs extra (mkdocs-material, mkdocstrings) goes into the
+# same environment as the package.
+$(VENV)/.docs-installed: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[docs]'
 	touch $@
 
-docs: $(DOCS_VENV)/.installed
-	HF_HUB_OFFLINE=1 NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict --site-dir site
+docs: $(VENV)/.docs-installed
+	HF_HUB_OFFLINE=1 NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
-docs-serve: $(DOCS_VENV)/.installed
-	HF_HUB_OFFLINE=1 NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs serve
+docs-serve: $(VENV)/.docs-installed
+	HF_HUB_OFFLINE=1 NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
