@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 VLLM_VENV ?= .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 
-.PHONY: demo test test-fast lint bench browser latex vllm-env test-vllm
+.PHONY: demo test test-fast lint bench browser latex vllm-env test-vllm docs docs-serve
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -80,3 +80,17 @@ lint: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_driver.py
+
+# The documentation site (mkdocs.yml, docs/) into site/, strict: a broken link, a missing anchor or
+# a missing page fails the build. The reference pages are generated from edct-bench's own parsers and
+# models (docs/hooks/reference.py), so the docs extra (mkdocs-material, mkdocstrings) goes into the
+# same environment as the package.
+$(VENV)/.docs-installed: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[docs]'
+	touch $@
+
+docs: $(VENV)/.docs-installed
+	HF_HUB_OFFLINE=1 NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
+docs-serve: $(VENV)/.docs-installed
+	HF_HUB_OFFLINE=1 NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve

@@ -1,9 +1,10 @@
-"""Screenshots of the audit report, the annotation page and the leaderboard for the README
-(docs/img/*.png).
+"""Screenshots for the docs site (docs/img/*.png): the audit report, the annotation page, the
+leaderboard and the demo's Fig. 5.
 
 Builds a small calibration run (k = 2, mixed outcomes), writes its audit report, serves the
-annotation app for it, builds a leaderboard of three bundles, and photographs the four pages with
-Debian's chromium through Playwright.
+annotation app for it, builds a leaderboard of three bundles, runs a small `edct demo` for its
+report's Fig. 5 (SVG), and photographs the five pages with Debian's chromium through Playwright
+(its path and flags: tests/support/browser.py).
 
     python docs/screenshots.py [--out docs/img]
 """
@@ -89,11 +90,30 @@ def main() -> int:
             )
             _save_small(page.screenshot(full_page=True), args.out / "annotate.png", 1100)
             board = _leaderboard(Path(tmp) / "board")
-            page.set_viewport_size({"width": 1600, "height": 700})  # every column of the table
+            page.set_viewport_size({"width": 1600, "height": 700})
             page.goto(board.as_uri())
+            widest = "Math.max(...[...document.querySelectorAll('table')].map(t => t.scrollWidth))"
+            wide = page.evaluate(widest)  # every column of the table in view
+            page.set_viewport_size({"width": max(1600, wide + 80), "height": 700})
             _save_small(page.screenshot(full_page=True), args.out / "leaderboard.png", 700)
+            figure = _demo_fig5(Path(tmp) / "demo")
+            page.set_viewport_size({"width": 1100, "height": 700})
+            page.goto(figure.as_uri())
+            page.wait_for_function("document.querySelector('img').complete")
+            _save_small(page.locator("img").screenshot(), args.out / "fig5.png", 900)
             browser.close()
     return 0
+
+
+def _demo_fig5(out: Path) -> Path:
+    """Fig. 5 of a small demo (the four reference models on 24 calibration samples), as SVG."""
+    assert edct(["demo", "-n", "24", "--no-progress", "--output", str(out)]) == 0
+    page = out / "report" / "fig5.html"  # an SVG document photographs poorly: shown as an image
+    page.write_text(
+        '<!doctype html><body style="margin:0;background:#fff">'
+        '<img src="fig5_ccs_vs_benchmarks.svg" style="width:1000px"></body>'
+    )
+    return page
 
 
 def _leaderboard(root: Path) -> Path:

@@ -1,3 +1,3 @@
 """EDCT: Explanation-Driven Counterfactual Testing of vision-language models."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

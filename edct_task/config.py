@@ -64,20 +64,26 @@ class DataSection(_Section):
 
 class RoleSection(BaseModel):
     model_config = ConfigDict(extra="allow")
-    backend: str
+    backend: str = Field(
+        description="The backend's name (edct backends lists them); other keys are its options."
+    )
 
 
 class RunConfig(_Section):
-    output_dir: Path = Path("runs/edct")
+    output_dir: Path = Field(
+        Path("runs/edct"), description="Where results.json, samples.jsonl and images/ go."
+    )
     cache_dir: Path | None = Field(None, description="Stage cache; default <output_dir>/cache.")
-    progress: bool = True
+    progress: bool = Field(True, description="Show per-stage progress (a heartbeat line without a terminal).")
     call_log: Path | None = Field(None, description="Append one JSON line per finished backend call.")
-    bootstrap_resamples: int = Field(10_000, ge=100)
-    data: DataSection = DataSection()
-    protocol: ProtocolConfig = ProtocolConfig()
-    verification: GateParams = GateParams()
-    limits: Limits = Limits()
-    roles: dict[str, RoleSection | list[RoleSection]]
+    bootstrap_resamples: int = Field(10_000, ge=100, description="Resamples of the CCS percentile bootstrap.")
+    data: DataSection = Field(DataSection(), description="Which samples: the calibration world or a dataset.")
+    protocol: ProtocolConfig = Field(ProtocolConfig(), description="The EDCT protocol's settings.")
+    verification: GateParams = Field(GateParams(), description="The verification gate's parameters.")
+    limits: Limits = Field(Limits(), description="Concurrency per role and the schedule.")
+    roles: dict[str, RoleSection | list[RoleSection]] = Field(
+        description="One backend per role (target, extractor, judge, edit_parser, editor, detector)."
+    )
     """One backend per role; ``judge`` may be a list (a judge panel)."""
 
     @field_validator("roles")

@@ -172,7 +172,7 @@ def refuse_calibration_roles(
             f"{data} is not calibration data, but these roles use calibration-only backends that work "
             f"on the calibration world's images alone: {roles}. Name real backends for them in a config "
             "file (`edct run --config FILE`, or EDCT_CONFIG=FILE for lmms-eval and `edct run --model`); "
-            "see the README's Configuration section"
+            "see docs/guides/roles-backends-presets.md (`edct presets` lists ready-made configs)"
         )
 
 

@@ -45,8 +45,8 @@ class GateResult(BaseModel):
     r_out: float = Field(description="Share of valid pixels outside M that changed.")
     n_in: int = Field(description="Valid pixels inside M.")
     n_out: int = Field(description="Valid pixels outside M.")
-    tau_in: float
-    tau_out: float
+    tau_in: float = Field(description="The threshold r_in had to exceed.")
+    tau_out: float = Field(description="The threshold r_out had to stay under.")
 
 
 def gate_decision(

@@ -63,12 +63,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--labels", type=Path, help="gold answers per pair id (JSONL); calibration pairs need none"
     )
     ft.add_argument("--held-out", type=float, default=0.25, help="share of samples held out (default 0.25)")
-    ft.add_argument("--epochs", type=int, default=3)
-    ft.add_argument("--learning-rate", type=float, default=2e-4)
-    ft.add_argument("--lora-r", type=int, default=16)
-    ft.add_argument("--lora-alpha", type=int, default=32)
-    ft.add_argument("--batch-size", type=int, default=1)
-    ft.add_argument("--grad-accum", type=int, default=1)
+    ft.add_argument("--epochs", type=int, default=3, help="training epochs (3)")
+    ft.add_argument("--learning-rate", type=float, default=2e-4, help="learning rate (2e-4)")
+    ft.add_argument("--lora-r", type=int, default=16, help="LoRA rank (16)")
+    ft.add_argument("--lora-alpha", type=int, default=32, help="LoRA alpha (32)")
+    ft.add_argument("--batch-size", type=int, default=1, help="items per device batch (1)")
+    ft.add_argument("--grad-accum", type=int, default=1, help="gradient accumulation steps (1)")
     ft.add_argument(
         "--train-on",
         choices=("both", "counterfactual"),

@@ -17,7 +17,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="build the EDCT-Bench dataset from OK-VQA, DriveLM-nuScenes and 3DSRBench "
         "(local copies or their Hugging Face Hub datasets)",
         description="Read each source in its published layout (local files, or the Hub dataset with "
-        "--okvqa-hub / --drivelm-hub / --3dsr-hub), apply the selection rules (README: EDCT-Bench data), "
+        "--okvqa-hub / --drivelm-hub / --3dsr-hub), apply the selection rules (docs/guides/hub-data.md), "
         "select 160/80/60 items (seeded, or an explicit id list), open every selected image, and write a "
         "`datasets` save_to_disk folder with a manifest. A domain is built when its files or Hub "
         "dataset are given.",

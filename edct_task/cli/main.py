@@ -72,7 +72,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, ModuleType]]:
     parser = argparse.ArgumentParser(
         prog="edct", description="Explanation-Driven Counterfactual Testing of VLMs"
     )
-    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log at INFO level (default: warnings only)"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     owners: dict[str, ModuleType] = {}
     for module in _modules():

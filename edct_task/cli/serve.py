@@ -27,10 +27,14 @@ def add_parser(sub: Any) -> None:
         "running until Ctrl-C or SIGTERM, which stop it and all its processes. Arguments after -- go "
         "to vLLM and replace the recipe's flags of the same name.",
     )
-    p.add_argument("role", choices=("target", "extractor", "judge", "edit_parser"))
+    p.add_argument(
+        "role",
+        choices=("target", "extractor", "judge", "edit_parser"),
+        help="the role whose serving recipe to use (the target gets the VLM flags)",
+    )
     p.add_argument("model", help="model id or folder, e.g. Qwen/Qwen3-VL-8B-Instruct")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port to serve on (8000); a port in use is refused")
     p.add_argument("--wait", type=float, default=1800.0, help="seconds to wait for /health (1800)")
     p.add_argument(
         "--python",

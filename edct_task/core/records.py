@@ -101,8 +101,8 @@ class InstructionsRecord(LLMOutput):
 class EditTargetRecord(Record):
     """Verification step 1: what the edit does and to which object."""
 
-    edit_type: Literal["ADD", "MODIFY", "REMOVE"]
-    target: str
+    edit_type: Literal["ADD", "MODIFY", "REMOVE"] = Field(description="What the edit does to its target.")
+    target: str = Field(description="The object the edit changes, as the gate searches for it.")
     source: Literal["llm", "rules"] = Field(
         description="Parsed from the edit-parser LLM, or by the rule-based fallback."
     )
@@ -135,8 +135,8 @@ class BinaryScore(LLMOutput):
     ef: int | None = Field(
         default=None, description="Explanation faithfulness EF_j ∈ {0, 1}; None when unscored."
     )
-    ac_reason: str = ""
-    ef_reason: str = ""
+    ac_reason: str = Field(default="", description="The judge's one-line reason for AC.")
+    ef_reason: str = Field(default="", description="The judge's one-line reason for EF.")
     note: str = Field(default="", description="Parser notes, e.g. the judge's own CCS disagreed with AC·EF.")
 
     @property
@@ -149,7 +149,7 @@ class GradedScore(LLMOutput):
         default=None,
         description="Holistic score s_j ∈ {1..5} (a panel's mean may fall between); None when unscored.",
     )
-    reason: str = ""
+    reason: str = Field(default="", description="The judge's reason for the score.")
 
     @property
     def normalised(self) -> float | None:
@@ -161,25 +161,35 @@ class JudgeVote(Record):
 
     member: int = Field(description="Index of the judge in the configured panel.")
     sample: int = Field(default=0, description="Self-consistency sample index.")
-    binary: BinaryScore
-    graded: GradedScore | None = None
+    binary: BinaryScore = Field(description="This vote's binary judgement (AC, EF).")
+    graded: GradedScore | None = Field(default=None, description="This vote's graded judgement, when graded.")
 
 
 class ChainStep(Record):
     """Edit j of the chain: instruction, attempts, re-query and judgements."""
 
     index: int = Field(description="Chain position j, 1-based.")
-    instruction: EditInstruction
-    edit_target: EditTargetRecord | None = None
-    attempts: tuple[EditAttempt, ...] = ()
+    instruction: EditInstruction = Field(
+        description="Edit j of the chain (Keep / Change / How / Constraints)."
+    )
+    edit_target: EditTargetRecord | None = Field(
+        default=None, description="The edit's parsed type and target (verification step 1)."
+    )
+    attempts: tuple[EditAttempt, ...] = Field(
+        default=(), description="Every edit attempt with its verification, in order."
+    )
     verified: bool = Field(default=False, description="An attempt passed verification.")
     image: str | None = Field(default=None, description="The verified edited image (input of edit j+1).")
     requery: Exchange | None = Field(
         default=None, description="Fresh-conversation answer and explanation on the edited image."
     )
-    requery_error: str | None = None
-    binary: BinaryScore | None = None
-    graded: GradedScore | None = None
+    requery_error: str | None = Field(default=None, description="Why the re-query failed, when it did.")
+    binary: BinaryScore | None = Field(
+        default=None, description="The binary judgement of this step (a panel's majority)."
+    )
+    graded: GradedScore | None = Field(
+        default=None, description="The graded judgement of this step (a panel's mean)."
+    )
     votes: tuple[JudgeVote, ...] = Field(
         default=(), description="Every panel judge's judgement (only with a panel or self-consistency)."
     )
@@ -198,8 +208,8 @@ class SampleScores(Record):
 class SampleRecord(Record):
     """Everything EDCT did for one sample: the audit trail written as one JSONL line."""
 
-    schema_version: int = SCHEMA_VERSION
-    sample: SampleInput
+    schema_version: int = Field(default=SCHEMA_VERSION, description="Version of this record's schema.")
+    sample: SampleInput = Field(description="The input: id, domain, question, image ref, metadata.")
     status: SampleStatus = Field(
         description=(
             "scored; excluded (edit failed verification after retry); "
@@ -207,8 +217,10 @@ class SampleRecord(Record):
         )
     )
     reason: str | None = Field(default=None, description="Why the sample is excluded, unscored or in error.")
-    baseline: Exchange | None = None
-    concepts: ConceptsRecord | None = None
-    instructions: InstructionsRecord | None = None
-    steps: tuple[ChainStep, ...] = ()
-    scores: SampleScores | None = None
+    baseline: Exchange | None = Field(default=None, description="The baseline answer and explanation.")
+    concepts: ConceptsRecord | None = Field(default=None, description="The concepts the explanation cites.")
+    instructions: InstructionsRecord | None = Field(
+        default=None, description="The chain of edit instructions, one per concept."
+    )
+    steps: tuple[ChainStep, ...] = Field(default=(), description="One entry per edit of the chain, in order.")
+    scores: SampleScores | None = Field(default=None, description="The sample's scores, when scored.")

@@ -78,8 +78,8 @@ class ProtocolConfig(BaseModel):
         True, description="Parse edits with the edit_parser role (derived: false when that role is not set)."
     )
     seed: int = Field(0, description="Base seed; attempt a of edit j uses seed + 1000*j + a.")
-    max_new_tokens: int = Field(4096, ge=1)
-    graded_max_new_tokens: int = Field(8192, ge=1)
+    max_new_tokens: int = Field(4096, ge=1, description="Token limit of every reply but the graded judge's.")
+    graded_max_new_tokens: int = Field(8192, ge=1, description="Token limit of the graded judge's reply.")
     judges: int = Field(
         1, ge=1, description="Members of the judge panel (derived from roles.judge: a list makes a panel)."
     )
