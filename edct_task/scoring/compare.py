@@ -28,7 +28,7 @@ itself and returns a fixed type. Random streams follow ``scoring.statistics``: a
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from numbers import Real
 from typing import Any

@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 from scipy import stats
+from support.edct_runs import excluded_record, ref, scored_record
 
 from edct_task.core.records import SampleInput
 from edct_task.scoring import compare as cmp
 from edct_task.scoring.statistics import bootstrap_ci
-from support.edct_runs import excluded_record, ref, scored_record
 
 
 def _sample(i: int, domain: str = "okvqa") -> SampleInput:
