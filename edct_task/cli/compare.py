@@ -98,14 +98,8 @@ def _num(x: float | None) -> str:
     return "–" if x is None else f"{x:.3f}"
 
 
-def _p(p: float) -> str:
-    return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
-
-
-def _p_text(p: float, test: str, patterns: int) -> str:
-    """``= 0.0123``; ``≤ 0.0002`` where no Monte Carlo pattern was as extreme (the floor 2 / (B + 1))."""
-    floor = 2.0 / (patterns + 1)
-    return f"≤ {_p(floor)}" if test == "monte-carlo" and p <= floor * (1 + 1e-9) else f"= {_p(p)}"
+def _eq(text: str) -> str:
+    return text if text.startswith("≤") else f"= {text}"
 
 
 def _dropped(counts: dict[str, int]) -> str:
@@ -114,6 +108,8 @@ def _dropped(counts: dict[str, int]) -> str:
 
 def render(result: dict[str, Any]) -> str:
     """The text ``edct compare`` prints for its JSON object."""
+    from edct_task.scoring.compare import p_text
+
     a, b = result["a"], result["b"]
     test = result["test"]
     lines = [
@@ -133,18 +129,18 @@ def render(result: dict[str, Any]) -> str:
         f"difference A − B: {_signed(result['difference'])}  "
         f"95% CI [{_signed(result['low'])}, {_signed(result['high'])}]"
         f"  (percentile bootstrap over items, {result['n_resamples']} resamples, seed {result['seed']})",
-        f"p {_p_text(result['p'], test, result['n_patterns'])}  "
+        f"p {_eq(p_text(result['p'], test, result['n_patterns']))}  "
         f"(paired sign-flip permutation test, two-sided, {test}: "
         f"{result['n_patterns']} sign patterns of {result['n_nonzero']} non-zero differences)",
         f"dropped: A {_dropped(result['dropped']['a'])}; B {_dropped(result['dropped']['b'])}",
         "",
-        f"{'domain':<12} {'n':>5} {'A':>7} {'B':>7} {'A − B':>8} {'95% CI':>18} {'p':>8}",
+        f"{'domain':<12} {'n':>5} {'A':>7} {'B':>7} {'A − B':>8} {'95% CI':>18} {'p':>9}",
     ]
     for dom, r in result["per_domain"].items():
         ci = f"[{_signed(r['low'])}, {_signed(r['high'])}]"
         lines.append(
             f"{dom:<12} {r['n_paired']:>5} {_num(r['mean_a']):>7} {_num(r['mean_b']):>7} "
-            f"{_signed(r['difference']):>8} {ci:>18} {_p(r['p']):>8}"
+            f"{_signed(r['difference']):>8} {ci:>18} {p_text(r['p'], r['test'], result['n_resamples']):>9}"
         )
     lines.append("(per-domain p-values are not corrected for multiplicity)")
     return "\n".join(lines)

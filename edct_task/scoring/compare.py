@@ -60,6 +60,7 @@ __all__ = [
     "compare_paired",
     "detectable_difference",
     "holm",
+    "p_text",
     "pair_records",
     "paired_difference",
     "paired_sample_size",
@@ -288,6 +289,15 @@ def sign_flip_test(
         rng=np.random.default_rng(seed),
     )
     return SignFlip(min(1.0, float(result.pvalue)), "exact" if exact else "monte-carlo", m, draws)
+
+
+def p_text(p: float, method: str, n_resamples: int) -> str:
+    """A p-value for a table: ``0.0123``, ``1.2e-05``, or ``≤ 0.0002`` where a Monte Carlo test
+    found no pattern as extreme (its floor ``2 / (n_resamples + 1)``: the true p is below it)."""
+    floor = 2.0 / (n_resamples + 1)
+    if method == "monte-carlo" and p <= floor * (1 + 1e-9):
+        return f"≤ {floor:.4f}" if floor >= 1e-4 else f"≤ {floor:.1e}"
+    return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
 
 
 @dataclass(frozen=True)
