@@ -91,8 +91,26 @@ def test_sign_flip_monte_carlo_above_the_exact_limit_is_seeded_and_close_to_the_
     assert exact == pytest.approx(0.004077, abs=1e-6)
     assert abs(t1.p - exact) < 0.0025
     assert t1.p > 0  # (1 + hits) / (1 + draws), never zero
-    # every draw below T = 30: each tail (1 + 0) / (1 + 999), two-sided twice the smaller tail
-    assert cmp.sign_flip_test(np.r_[np.ones(30)], n_resamples=999).p == pytest.approx(2 / 1000)
+    # no random pattern reaches |T| = 30 (chance 2**-29 each): (1 + 0) / (1 + 999)
+    assert cmp.sign_flip_test(np.r_[np.ones(30)], n_resamples=999).p == pytest.approx(1 / 1000)
+    assert cmp.p_text(1 / 1000, "monte-carlo", 999) == "≤ 0.0010"
+    assert cmp.p_text(0.0123, "monte-carlo", 999) == "0.0123" and cmp.p_text(1.2e-5, "exact", 1) == "1.2e-05"
+
+
+def test_sign_flip_equals_scipy_permutation_test():
+    rng = np.random.default_rng(4)
+    d = np.round(rng.normal(0.1, 0.3, 14), 2)  # graded-like differences, 14 non-zero: exact
+    ours = cmp.sign_flip_test(d)
+    ref_p = stats.permutation_test(
+        (d,), np.sum, permutation_type="samples", n_resamples=np.inf, alternative="two-sided"
+    ).pvalue
+    assert ours.method == "exact" and ours.p == pytest.approx(ref_p, abs=1e-12)
+    big = np.round(rng.normal(0.05, 0.3, 200), 2)  # Monte Carlo: agree within their noise
+    ours = cmp.sign_flip_test(big, n_resamples=20_000)
+    ref_p = stats.permutation_test(
+        (big,), np.sum, permutation_type="samples", n_resamples=20_000, alternative="two-sided", rng=1
+    ).pvalue
+    assert ours.method == "monte-carlo" and abs(ours.p - ref_p) < 4 * math.sqrt(ref_p / 20_000) + 1e-3
 
 
 def test_sign_flip_exact_matches_binomial_sign_test_at_the_limit():
