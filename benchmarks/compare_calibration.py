@@ -79,6 +79,15 @@ class Pool:
     def truth(self, metric: str, p: float, q: float) -> float:
         return (p - q) * float(np.mean(self.faithful[metric] - self.prior[metric]))
 
+    def paired_sd(self, metric: str, p: float, q: float, nested: bool) -> float:
+        """The population SD of the per-item difference A − B under the model (exact).
+
+        d = (c_F - c_P) (1[u < p] - 1[v < q]) with u = v (nested) or independent: E[d^2] is
+        mean((c_F - c_P)^2) times |p - q| (nested) or p + q - 2pq (independent)."""
+        gap = self.faithful[metric] - self.prior[metric]
+        share = abs(p - q) if nested else p + q - 2 * p * q
+        return float(np.sqrt(np.mean(gap**2) * share - self.truth(metric, p, q) ** 2))
+
 
 def make_runs(seed: int, n: int, root: Path, behaviors: tuple[str, ...]) -> Path:
     """The real pipeline: the calibration benchmark once per behaviour, one shared stage cache."""
@@ -202,6 +211,25 @@ def rejection(pool: Pool, *, sims: int, n: int, metric: str, p: float, q: float,
     return {"truth": pool.truth(metric, p, q), "rejection_rate": rejected / sims, "tests": methods}
 
 
+def planned_power(pool: Pool, *, sims: int, n_pilot: int, metric: str, nested: bool, seed: int):
+    """The whole workflow: each simulated study runs its own pilot of ``n_pilot`` items, plans n
+    from the pilot's paired SD for the true difference, then tests a fresh pair of n items."""
+    rng = np.random.default_rng(seed)
+    delta = abs(pool.truth(metric, 0.5, 0.6))
+    rejected, sizes = 0, []
+    for _ in range(sims):
+        a, b = draw(pool, rng, n_pilot, metric, 0.5, 0.6, nested)
+        n_star = paired_sample_size(delta, float((a - b).std(ddof=1)))
+        sizes.append(n_star)
+        a, b = draw(pool, rng, n_star, metric, 0.5, 0.6, nested)
+        rejected += int(sign_flip_test(a - b).p < ALPHA)
+    return {
+        "truth": pool.truth(metric, 0.5, 0.6),
+        "rejection_rate": rejected / sims,
+        "n": f"{int(np.median(sizes))} (median; {min(sizes)}–{max(sizes)})",
+    }
+
+
 def _pilot(folder: Path, metric: str) -> dict[str, Any] | None:
     from edct_task.scoring.compare import pair_records
 
@@ -241,41 +269,45 @@ def evaluate(pool: Pool, *, sims: int, n: int, seed: int, pilot_folder: Path | N
         )
     power_rows = []
     for metric in METRICS:
-        pilot = _pilot(pilot_folder, metric) if pilot_folder else None
-        if pilot is None:
-            continue
         delta = abs(pool.truth(metric, 0.5, 0.6))
-        n_star = paired_sample_size(delta, pilot["sd"])
-        r = rejection(pool, sims=sims, n=n_star, metric=metric, p=0.5, q=0.6, nested=True, seed=seed + 2)
-        power_rows.append(
-            {
-                "check": "power at the predicted size",
-                "pair": "nested 0.5 vs 0.6",
-                "metric": metric,
-                "delta": delta,
-                "pilot": pilot,
-                "n": n_star,
-                **r,
-            }
-        )
-        # two models with their own decisions: their pilot is a simulated 300-item pair (no
-        # reference target makes independent decisions)
-        rng = np.random.default_rng(seed + 3)
-        a, b = draw(pool, rng, n, metric, 0.5, 0.6, False)
-        sim_sd = float((a - b).std(ddof=1))
-        n_ind = paired_sample_size(delta, sim_sd)
-        r = rejection(pool, sims=sims, n=n_ind, metric=metric, p=0.5, q=0.6, nested=False, seed=seed + 4)
-        power_rows.append(
-            {
-                "check": "power at the predicted size",
-                "pair": "independent 0.5 vs 0.6",
-                "metric": metric,
-                "delta": delta,
-                "pilot": {"simulated": n, "sd": sim_sd},
-                "n": n_ind,
-                **r,
-            }
-        )
+        pilot = _pilot(pilot_folder, metric) if pilot_folder else None
+        for nested in (True, False):
+            kind = "nested" if nested else "independent"
+            sources: list[tuple[str, float]] = [
+                ("the per-item model (exact)", pool.paired_sd(metric, 0.5, 0.6, nested))
+            ]
+            if nested and pilot is not None:
+                sources.append(
+                    (f"the real pilot {Path(pilot['a']).name} vs {Path(pilot['b']).name}", pilot["sd"])
+                )
+            for source, sd in sources:
+                n_star = paired_sample_size(delta, sd)
+                r = rejection(
+                    pool, sims=sims, n=n_star, metric=metric, p=0.5, q=0.6, nested=nested, seed=seed + 2
+                )
+                power_rows.append(
+                    {
+                        "check": "power at the predicted size",
+                        "pair": f"{kind} 0.5 vs 0.6",
+                        "metric": metric,
+                        "delta": delta,
+                        "sd": sd,
+                        "sd_from": source,
+                        "n": n_star,
+                        **r,
+                    }
+                )
+            r = planned_power(pool, sims=sims, n_pilot=n, metric=metric, nested=nested, seed=seed + 3)
+            power_rows.append(
+                {
+                    "check": "power at the predicted size",
+                    "pair": f"{kind} 0.5 vs 0.6",
+                    "metric": metric,
+                    "delta": delta,
+                    "sd_from": f"a fresh simulated {n}-item pilot per simulated study",
+                    **r,
+                }
+            )
     return {"rows": rows + power_rows}
 
 
@@ -295,7 +327,9 @@ def table(result: dict[str, Any], sims: int) -> str:
             value = f"coverage {r['coverage']:.1%} (mean width {r['mean_width']:.3f})"
         else:
             value = f"rejects {r['rejection_rate']:.1%} at α = 0.05"
-        extra = f" (pilot SD {r['pilot']['sd']:.4f})" if "pilot" in r else ""
+        extra = ""
+        if "sd_from" in r:
+            extra = f" (SD {r['sd']:.4f} from {r['sd_from']})" if "sd" in r else f" (SD from {r['sd_from']})"
         lines.append(
             f"| {r['check']} | {r['pair']} | {r['metric']} | {r['n']}{extra} | {r['truth']:+.4f} | {value} |"
         )
