@@ -34,7 +34,7 @@ def add_parser(sub: Any) -> None:
         "compare",
         help="paired difference of two runs over the items both scored: CI, permutation p, per domain",
         description="Compare two runs of the same setup item by item: the mean difference A − B of the "
-        "per-item score over the items both runs scored, its 95%% percentile-bootstrap CI (resampling "
+        "per-item score over the items both runs scored, its 95% percentile-bootstrap CI (resampling "
         "items), the paired sign-flip permutation p-value, and the same per domain. Runs of different "
         "setups or datasets are refused unless --force.",
     )
