@@ -1,4 +1,5 @@
-"""``edct estimate``: calls, tokens, cost and wall time of a run, before any model is contacted."""
+"""``edct estimate``: calls, tokens, cost and wall time of a run, before any model is contacted;
+``--detect DELTA``: the items a paired difference of DELTA needs (``estimate.power``)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,12 @@ def add_parser(sub: Any) -> None:
         "images per role, prompt/completion tokens, cost from the roles' prices:, wall time, the busy "
         "share of each role's pool, the bottleneck and what-if rows.",
     )
-    p.add_argument("--config", required=True, metavar="FILE|PRESET", help="a config file or a preset name")
+    p.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE|PRESET",
+        help="a config file or a preset name (required unless --detect)",
+    )
     p.add_argument("--n", type=int, default=None, help="items to estimate for (default: the config's data)")
     p.add_argument(
         "--latencies-from",
@@ -52,6 +58,29 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--no-what-if", action="store_true", help="skip the what-if rows")
     p.add_argument("--json", action="store_true", help="print the estimate as JSON")
+    p.add_argument(
+        "--detect",
+        type=float,
+        default=None,
+        metavar="DELTA",
+        help="instead of the run: the items needed for 80%% power to detect a paired difference DELTA "
+        "at α = 0.05, and the difference the current size (--n, the pilot's items or the config's data) "
+        "detects",
+    )
+    p.add_argument(
+        "--pilot",
+        nargs=2,
+        type=Path,
+        default=None,
+        metavar=("RUN_A", "RUN_B"),
+        help="with --detect: two runs of one setup whose paired SD is used (default SD 0.5)",
+    )
+    p.add_argument(
+        "--metric",
+        choices=("ccs_binary", "ccs_graded"),
+        default="ccs_binary",
+        help="with --pilot: the per-item score whose paired SD is used (ccs_binary)",
+    )
     add_overrides(p, example="limits.editor_concurrency=16")
 
 
@@ -67,7 +96,48 @@ def _items(config: Any, n: int | None) -> int:
     return min(size, data.limit or size)
 
 
+def _detect(args: argparse.Namespace) -> int:
+    from edct_task.cli.compare import compare_runs
+    from edct_task.config import load_config
+    from edct_task.core.errors import ConfigError
+    from edct_task.estimate.power import plan_power, render_power
+    from edct_task.estimate.presets import config_location
+
+    if not args.detect > 0 or args.detect != args.detect:
+        raise ConfigError(f"--detect must be a difference > 0, got {args.detect}")
+    if args.pilot is None and args.metric != "ccs_binary":
+        raise ConfigError("--metric needs --pilot (it chooses the pilot's per-item score)")
+    sd = source = difference = None
+    n_current = args.n
+    if args.pilot is not None:
+        a, b = args.pilot
+        pilot = compare_runs(a, b, metric=args.metric, force=False, n_resamples=100, seed=0)
+        if pilot["sd"] is None or pilot["sd"] == 0:
+            raise ConfigError(
+                f"the pilot runs agree on every one of their {pilot['n_paired']} paired items "
+                "(paired SD 0): no variance to plan from; use runs that differ"
+            )
+        sd, difference = pilot["sd"], pilot["difference"]
+        source = f"pilot {a} vs {b}, {args.metric}, {pilot['n_paired']} paired items"
+        n_current = n_current or pilot["n_paired"]
+    if n_current is None and args.config is not None:
+        n_current = _items(load_config(config_location(args.config), args.overrides), None)
+    plan = plan_power(args.detect, sd=sd, sd_source=source, n_current=n_current, pilot_difference=difference)
+    print(json.dumps(plan.as_dict(), indent=2) if args.json else render_power(plan))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.detect is not None:
+        if args.n is not None and args.n < 2:
+            from edct_task.core.errors import ConfigError
+
+            raise ConfigError("--n must be at least 2 with --detect")
+        return _detect(args)
+    if args.pilot is not None:
+        from edct_task.core.errors import ConfigError
+
+        raise ConfigError("--pilot needs --detect DELTA")
     from edct_task.config import load_config
     from edct_task.core.errors import ConfigError
     from edct_task.estimate.latency import from_run, parse_assignments
@@ -79,6 +149,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--n must be at least 1")
     if args.cores is not None and args.cores < 1:
         raise ConfigError("--cores must be at least 1")
+    if args.config is None:
+        raise ConfigError("--config FILE|PRESET is required (or --detect DELTA for a sample size)")
     path = config_location(args.config)
     config = load_config(path, args.overrides)
     result = estimate(

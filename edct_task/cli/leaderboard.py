@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     for t in board["tracks"]:
         print(f"track {t['id']}: {t['label']}")
         for e in t["entries"]:
-            lo, hi = e["rank_range"]
+            lo, hi = e["rank_interval"]
             line = f"  {e['rank']:>3} ({lo}–{hi})  {e['model']}  CCS_binary {interval_cell(e['ccs_binary'])}"
             if "board" in e and "error" in e["board"]:
                 line += f"  board: {e['board']['error']}"

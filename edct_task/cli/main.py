@@ -5,6 +5,7 @@
 ``edct run --model M --tasks T``   the batched fast path over an lmms-eval model and task
 ``edct estimate --config FILE|PRESET [--n N]``   calls, tokens, cost and wall time before a run
 ``edct stability RUN…``       mean ± SD of every metric over repeated runs
+``edct compare RUN_A RUN_B``  paired difference of two runs over the items both scored (CI, p)
 ``edct serve ROLE MODEL``     a local vLLM server for a role, and the config lines that use it
 ``edct backends``             the registered backends per role kind
 ``edct verify A B --instruction …``   localised edit verification of one image pair (Algorithm 1)
@@ -46,6 +47,7 @@ COMMANDS = (
     "estimate",
     "demo",
     "stability",
+    "compare",
     "serve",
     "backends",
     "verify",

@@ -3,9 +3,13 @@
 Tracks: bundles whose setup identity (everything but the target: judge(s), extractor, editor,
 edit parser, detector, protocol incl. k, thresholds, prompt versions, dataset) is identical.
 Different judge, editor, k, thresholds or prompts is a different track; nothing is ranked across
-tracks. Within a track entries are ordered by CCS_binary; the rank range comes from CI overlap:
-the best rank counts only entries whose whole CI lies above this one's, the worst rank counts
-every entry that is not wholly below it.
+tracks. Within a track entries are ordered by CCS_binary. Every entry answers the same items, so
+entries are compared item by item (``scoring.compare``) over the items all of them scored: each
+entry's rank interval is the bootstrap's (items resampled, the entries ranked in every resample,
+the 2.5 % and 97.5 % quantiles of each entry's ranks), entries whose rank intervals overlap,
+transitively, form a tied group, and each pair of entries has its paired difference with a CI and
+a sign-flip p-value, Holm-corrected over the track's pairs. (Overlap of two unpaired CIs is not a
+test; the board does not use it.)
 
 Entries are named by their verified target (model id, ``@revision`` when pinned, backend); the
 submitter's free-text name is shown only as a sanitised label. The same bundle (same digest) given
@@ -17,8 +21,11 @@ Writes ``leaderboard.md``, ``.csv``, ``.json``::
 
     {"tracks": [{"id", "label", "setup": {…}, "differs": {field: value}, "dataset": {digest, n},
                  "entries": [{"bundle", "model", "backend", "revision", "label", "rank",
-                              "rank_range", "ccs_binary": {...}, …, "counts", "digest",
-                              ["board": {re-judged numbers}]}]}],
+                              "rank_interval": [best, worst], "group", "ccs_binary": {...}, …,
+                              "counts", "digest", ["board": {re-judged numbers}]}],
+                 "common_items", "tied_groups": [[model, …], …],
+                 "pairwise": [{"a", "b", "difference", "low", "high", "p", "p_holm", "test",
+                               "n_paired"}]}],
      "rejected": [{"bundle", "reason", "code"}], "duplicates": [{"bundle", "same_as"}],
      "unverified": [{Hub eval-results entries}], "scoring": {seed, n_resamples, method}}
 
@@ -34,6 +41,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
 from edct_task.engine.files import atomic_write, json_text
 from edct_task.leaderboard.archive import DEFAULT_LIMITS, Limits
 from edct_task.leaderboard.html import flag_text, render_html
@@ -41,14 +51,28 @@ from edct_task.leaderboard.identity import differing_fields, field_value, saniti
 from edct_task.leaderboard.verify import DEFAULT_SCORING, BoardScoring, Rejected, Verified, verify_bundle
 from edct_task.reporting.setup import setup_label
 from edct_task.reporting.tables import interval_cell
+from edct_task.scoring.compare import compare_paired, holm, p_text, pair_records, rank_intervals, tied_groups
 from edct_task.scoring.metrics import CCS_BINARY, METRIC_NAMES
 from edct_task.text_safety import csv_number, reveal, reveal_line
 
 RANK_METRIC = CCS_BINARY
+RANK_INTERVAL_TEXT = (
+    "95% bootstrap rank interval of CCS_binary over the items every entry of the track scored "
+    "(items resampled; ties share the better rank); tied group: entries whose rank intervals overlap, "
+    "transitively"
+)
+PAIRWISE_TEXT = (
+    "paired difference A − B of CCS_binary over the items both scored: 95% percentile-bootstrap CI "
+    "(items resampled), two-sided sign-flip permutation p, Holm-corrected over the track's pairs"
+)
 
 
-def rank_entries(entries: Sequence[Verified]) -> list[dict[str, Any]]:
-    """Entries of one track with rank (1 = best; ties share) and rank range from CI overlap."""
+def rank_entries(
+    entries: Sequence[Verified], scoring: BoardScoring = DEFAULT_SCORING
+) -> list[dict[str, Any]]:
+    """Entries of one track, best first, with rank (1 = best; ties share) by their CCS_binary
+    estimate, and each one's bootstrap rank interval and tied group over the track's common items
+    (the items every entry scored; see :func:`common_scores`)."""
     rows = []
     for e in entries:
         m = e.summary["overall"]["metrics"]
@@ -69,22 +93,65 @@ def rank_entries(entries: Sequence[Verified]) -> list[dict[str, Any]]:
         v = r[RANK_METRIC]["estimate"]
         return -1.0 if v is None else v
 
-    def bounds(r: dict[str, Any]) -> tuple[float, float]:
-        m = r[RANK_METRIC]
-        if m["estimate"] is None:
-            return (-1.0, -1.0)
-        return (m["low"], m["high"])
-
-    rows.sort(key=lambda r: (-est(r), r["model"], r["bundle"]))
+    order = sorted(range(len(rows)), key=lambda i: (-est(rows[i]), rows[i]["model"], rows[i]["bundle"]))
+    rows = [rows[i] for i in order]
+    ranked = [entries[i] for i in order]
     for r in rows:
-        low, high = bounds(r)
-        others = [o for o in rows if o is not r]
-        r["rank"] = 1 + sum(est(o) > est(r) for o in others)
-        r["rank_range"] = [
-            1 + sum(bounds(o)[0] > high for o in others),
-            len(rows) - sum(bounds(o)[1] < low for o in others),
-        ]
+        r["rank"] = 1 + sum(est(o) > est(r) for o in rows if o is not r)
+    scores = common_scores(ranked)
+    intervals = rank_intervals(scores, n_resamples=scoring.n_resamples, seed=scoring.seed)
+    groups = tied_groups(intervals.low, intervals.high)
+    for number, members in enumerate(groups, 1):
+        for i in members:
+            rows[i]["rank_interval"] = [int(intervals.low[i]), int(intervals.high[i])]
+            rows[i]["group"] = number
     return rows
+
+
+def common_scores(entries: Sequence[Verified]) -> NDArray[np.float64]:
+    """Per-item CCS_binary of every entry over the items all of them scored: (items × entries)."""
+    per_entry = [
+        {
+            r.sample.id: float(r.scores.ccs_binary)
+            for r in e.records
+            if r.status == "scored" and r.scores is not None and r.scores.ccs_binary is not None
+        }
+        for e in entries
+    ]
+    common = sorted(set.intersection(*(set(p) for p in per_entry))) if per_entry else []
+    return np.array([[p[sid] for p in per_entry] for sid in common], dtype=np.float64).reshape(
+        len(common), len(per_entry)
+    )
+
+
+def pairwise(entries: Sequence[Verified], scoring: BoardScoring = DEFAULT_SCORING) -> list[dict[str, Any]]:
+    """Every pair (A above B in ``entries``' order): the paired difference A − B of CCS_binary over
+    the items both scored, its bootstrap CI, the sign-flip p-value and the Holm-corrected p over
+    the track's pairs."""
+    out = []
+    for i, a in enumerate(entries):
+        for b in entries[i + 1 :]:
+            paired = pair_records(a.records, b.records, RANK_METRIC)
+            c = compare_paired(paired, RANK_METRIC, n_resamples=scoring.n_resamples, seed=scoring.seed)
+            d = c.difference.as_dict()
+            out.append(
+                {
+                    "a": a.model,
+                    "b": b.model,
+                    "a_bundle": str(a.bundle),
+                    "b_bundle": str(b.bundle),
+                    "difference": d["estimate"],
+                    "low": d["low"],
+                    "high": d["high"],
+                    "p": c.test.p,
+                    "test": c.test.method,
+                    "n_resamples": c.test.n_resamples,
+                    "n_paired": paired.n,
+                }
+            )
+    for row, adjusted in zip(out, holm([r["p"] for r in out]), strict=True):
+        row["p_holm"] = float(adjusted)
+    return out
 
 
 def _track_view(v: Verified) -> dict[str, Any]:
@@ -129,7 +196,12 @@ def build_board(
     differs = differing_fields(list(views.values()))
     out_tracks = []
     for tid, entries in tracks.items():
-        rows = rank_entries(entries)
+        rows = rank_entries(entries, scoring)
+        by_bundle = {str(e.bundle): e for e in entries}
+        ranked = [by_bundle[r["bundle"]] for r in rows]
+        groups: dict[int, list[str]] = {}
+        for row in rows:
+            groups.setdefault(row["group"], []).append(row["model"])
         for row in rows:
             if row["digest"] in board_numbers:
                 row["board"] = board_numbers[row["digest"]]
@@ -141,6 +213,9 @@ def build_board(
                 "dataset": views[tid]["dataset"],
                 "differs": {path: field_value(views[tid], path) for path in differs},
                 "entries": rows,
+                "common_items": int(common_scores(ranked).shape[0]),
+                "tied_groups": [groups[g] for g in sorted(groups)],
+                "pairwise": pairwise(ranked, scoring),
             }
         )
     return {
@@ -149,7 +224,8 @@ def build_board(
         "duplicates": duplicates,
         "unverified": list(unverified),
         "ranked_by": RANK_METRIC,
-        "rank_range": "CI overlap of the 95% percentile-bootstrap interval of CCS_binary",
+        "rank_interval": RANK_INTERVAL_TEXT,
+        "pairwise": PAIRWISE_TEXT,
         "scoring": scoring.as_dict(),
         "rejudged": judge is not None,
     }
@@ -174,16 +250,30 @@ def _agreement(board: dict[str, Any]) -> tuple[str, str]:
     return rate, kappa
 
 
-def _range(r: dict[str, Any]) -> str:
-    lo, hi = r["rank_range"]
+def rank_interval_text(r: dict[str, Any]) -> str:
+    """``2`` or ``2–4``: an entry's rank interval."""
+    lo, hi = r["rank_interval"]
     return str(lo) if lo == hi else f"{lo}–{hi}"
+
+
+def difference_text(row: dict[str, Any]) -> str:
+    """``+0.120 [+0.083, +0.157]``: a pairwise row's difference and CI."""
+    if row["difference"] is None:
+        return "—"
+    return f"{row['difference']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}]"
+
+
+def groups_text(track: dict[str, Any]) -> str:
+    """``{a} > {b, c} > {d}``: the tied groups, best first."""
+    return " > ".join("{" + ", ".join(g) + "}" for g in track.get("tied_groups", []))
 
 
 def to_markdown(board: dict[str, Any]) -> str:
     lines = [
         "# EDCT leaderboard",
         "",
-        f"Ranked by {board['ranked_by']} within each setup track; rank range: {board['rank_range']}.",
+        f"Ranked by {board['ranked_by']} within each setup track. Rank interval: {board['rank_interval']}. "
+        f"Pairwise: {board['pairwise']}.",
         "",
     ]
     scoring = board.get("scoring") or {}
@@ -204,15 +294,16 @@ def to_markdown(board: dict[str, Any]) -> str:
             + f"` · dataset {t['dataset']['digest'][:12]} ({t['dataset']['n']} samples)",
             "",
             *([f"Differs from the other tracks in: {differs}", ""] if differs else []),
-            "| Rank | Range | Model | Backend | Label | CCS_binary | CCS_graded | AC k=1 | EF k=1 | AC k=2 | "
-            "EF k=2 | scored | excluded | unscored | error | bundle |"
+            "| Rank | Rank interval | Tied group | Model | Backend | Label | CCS_binary | CCS_graded | "
+            "AC k=1 | EF k=1 | AC k=2 | EF k=2 | scored | excluded | unscored | error | bundle |"
             + (" board CCS_binary | agreement | κ | flag |" if rejudged else ""),
-            "| --- " * (16 + (4 if rejudged else 0)) + "|",
+            "| --- " * (17 + (4 if rejudged else 0)) + "|",
         ]
         for r in t["entries"]:
             cells = [
                 str(r["rank"]),
-                _range(r),
+                rank_interval_text(r),
+                str(r["group"]),
                 r["model"],
                 r.get("backend") or "",
                 r.get("label") or "",
@@ -233,6 +324,21 @@ def to_markdown(board: dict[str, Any]) -> str:
                     cells += [interval_cell(b["ccs_binary"]), rate, kappa, flag]
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
         lines.append("")
+        lines += [
+            f"Tied groups (ranks not told apart over the {t['common_items']} common items): "
+            + _cell(groups_text(t), 2000),
+            "",
+        ]
+        if t["pairwise"]:
+            lines += [
+                "| A | B | A − B [95% CI] | p | p (Holm) | items |",
+                "| --- | --- | --- | --- | --- | --- |",
+            ]
+            for pr in t["pairwise"]:
+                p, p_holm = p_text(pr["p"], pr["test"], pr["n_resamples"]), p_text(pr["p_holm"], "", 0)
+                cells = [pr["a"], pr["b"], difference_text(pr), p, p_holm]
+                lines.append("| " + " | ".join(_cell(c) for c in cells) + f" | {pr['n_paired']} |")
+            lines.append("")
     if board.get("unverified"):
         lines += [
             "## Unverified entries (Hub eval-results files, not re-derived; never ranked)",
@@ -279,8 +385,9 @@ def to_csv(board: dict[str, Any]) -> str:
         [
             "track",
             "rank",
-            "rank_best",
-            "rank_worst",
+            "rank_low",
+            "rank_high",
+            "group",
             "model",
             "backend",
             "revision",
@@ -300,7 +407,8 @@ def to_csv(board: dict[str, Any]) -> str:
                 [
                     t["id"],
                     r["rank"],
-                    *r["rank_range"],
+                    *r["rank_interval"],
+                    r["group"],
                     reveal(r["model"]),
                     r.get("backend") or "",
                     r.get("revision") or "",

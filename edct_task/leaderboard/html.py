@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from edct_task.reporting.tables import interval_cell
+from edct_task.scoring.compare import p_text
 from edct_task.text_safety import reveal
 
 _STYLE = """
@@ -64,6 +65,39 @@ def _agreement(board: dict[str, Any]) -> str:
     return f"{rate}, κ {kappa}"
 
 
+def _pairwise_html(track: dict[str, Any]) -> str:
+    """The track's tied groups and its pairwise table (paired differences, Holm-corrected p)."""
+    groups = " &gt; ".join(
+        "{" + ", ".join(_t(m) for m in members) + "}" for members in track.get("tied_groups", [])
+    )
+    parts = [
+        f'<p class="groups">Tied groups (ranks not told apart over the {_e(track.get("common_items"))} '
+        f"common items): {groups}</p>"
+    ]
+    rows = track.get("pairwise") or []
+    if rows:
+        parts.append(
+            '<div class="wrap"><table class="pairwise"><caption>Pairwise: paired difference A − B of '
+            "CCS_binary, 95% CI, sign-flip p, Holm-corrected p</caption><thead><tr>"
+            '<th class="l">A</th><th class="l">B</th><th>A − B [95% CI]</th><th>p</th><th>p (Holm)</th>'
+            "<th>items</th></tr></thead><tbody>"
+        )
+        for r in rows:
+            diff = (
+                "—"
+                if r["difference"] is None
+                else f"{r['difference']:+.3f} [{r['low']:+.3f}, {r['high']:+.3f}]"
+            )
+            parts.append(
+                f'<tr><td class="l model">{_t(r["a"])}</td><td class="l model">{_t(r["b"])}</td>'
+                f'<td class="ci">{_e(diff)}</td><td>{_e(p_text(r["p"], r["test"], r["n_resamples"]))}</td>'
+                f"<td>{_e(p_text(r['p_holm'], '', 0))}</td>"
+                f"<td>{_e(r['n_paired'])}</td></tr>"
+            )
+        parts.append("</tbody></table></div>")
+    return "".join(parts)
+
+
 def render_html(board: dict[str, Any]) -> str:
     scoring = board.get("scoring") or {}
     rejudged = bool(board.get("rejudged"))
@@ -76,7 +110,8 @@ def render_html(board: dict[str, Any]) -> str:
         "<h1>EDCT leaderboard</h1>",
         f"<p>Ranked by {_e(board['ranked_by'])} within each setup track (bundles under another "
         "judge, editor, k, thresholds, prompts or dataset are never ranked together). "
-        f"Rank range: {_e(board['rank_range'])}. Every entry was verified by re-deriving it from its "
+        f"Rank interval: {_e(board['rank_interval'])}. Pairwise: {_e(board['pairwise'])}. "
+        "Every entry was verified by re-deriving it from its "
         "raw evidence: verdicts re-parsed from the stored judge replies, sample scores from the steps, "
         "statuses from the recorded gate numbers; intervals are the board's own"
         + (
@@ -105,14 +140,15 @@ def render_html(board: dict[str, Any]) -> str:
         head = "".join(f"<th>{_e(n)}</th>" for n, _ in _METRICS)
         extra = "<th>board CCS_binary</th><th>agreement</th><th>flag</th>" if rejudged else ""
         parts.append(
-            '<div class="wrap"><table><thead><tr><th>Rank</th><th>Range</th><th class="l">Model</th>'
+            '<div class="wrap"><table><thead><tr><th>Rank</th><th>Rank interval</th><th>Tied group</th>'
+            '<th class="l">Model</th>'
             '<th class="l">Backend</th>'
             f'<th class="l">Label</th>{head}<th>scored</th><th>excluded</th><th>unscored</th><th>error</th>'
             f'<th class="l">bundle</th>{extra}'
             "</tr></thead><tbody>"
         )
         for r in t["entries"]:
-            lo, hi = r["rank_range"]
+            lo, hi = r["rank_interval"]
             span = lo if lo == hi else f"{lo}–{hi}"
             cells = "".join(f'<td class="ci">{_e(interval_cell(r[m]))}</td>' for _, m in _METRICS)
             board_cells = ""
@@ -126,13 +162,16 @@ def render_html(board: dict[str, Any]) -> str:
                 )
             parts.append(
                 f'<tr data-model="{_e(r["model"])}"><td>{_e(r["rank"])}</td><td>{_e(span)}</td>'
+                f"<td>{_e(r['group'])}</td>"
                 f'<td class="l model">{_t(r["model"])}</td><td class="l">{_e(r.get("backend") or "")}</td>'
                 f'<td class="l">{_t(r.get("label") or "")}</td>{cells}<td>{_e(r["counts"]["scored"])}</td>'
                 f"<td>{_e(r['counts']['excluded'])}</td><td>{_e(r['counts']['unscored'])}</td>"
                 f'<td>{_e(r["counts"]["error"])}</td><td class="l" title="{_e(r["digest"])}">'
                 f"{_t(Path(r['bundle']).name)}</td>{board_cells}</tr>"
             )
-        parts.append("</tbody></table></div></section>")
+        parts.append("</tbody></table></div>")
+        parts.append(_pairwise_html(t))
+        parts.append("</section>")
     if board.get("unverified"):
         parts.append(
             "<h2>Unverified entries</h2><p>Hub eval-results files: numbers as written, not re-derived, "

@@ -5,6 +5,8 @@
     {"models": [{"name", "key", "flags", "edct": {metric: {"estimate", "low", "high", "n", "source"}},
                  "counts", "per_domain": {domain: {metric: {...}}}, "runs": [...],
                  "benchmarks": {task: {"score", "raw_score", "scale", "source", "metric", "judge", "note"}}}],
+     "differences": [{"setup_id", "a", "b", "a_source", "b_source", "ccs_binary": {"difference", "low",
+                      "high", "p", "p_holm", "test", "n_paired", "dropped"}, "ccs_graded": {...}}],
      "correlations": [{"benchmark", "metric", "spearman", "kendall", "n_models", "models", "source"}],
      "setups": [{"id", "label", "setup", "runs": [{"model", "source", "seed"}]}],
      "tables": {name: [files]}, "figures": [files], "inputs": [...], "notes": [...]}
@@ -19,6 +21,7 @@ from typing import Any
 from edct_task.audit.links import ValidationOutputs, markdown_lines, validation_outputs
 from edct_task.engine.files import atomic_write, json_text
 from edct_task.reporting import paper_tables
+from edct_task.reporting.differences import difference_rows, differences_table
 from edct_task.reporting.figures import Panel, Point, figure5, rank_correlation
 from edct_task.reporting.setup import setup_label
 from edct_task.reporting.sources import BundleReader, Collection, collect
@@ -186,8 +189,10 @@ def judge_health_table(collection: Collection) -> Table:
 
 def write_report(collection: Collection, out: Path) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
+    differences = difference_rows(collection)
     tables = [
         paper_tables.table1(collection),
+        *([differences_table(differences)] if differences else []),
         paper_tables.table2(collection),
         paper_tables.table3(collection),
         paper_tables.table5(collection),
@@ -209,6 +214,7 @@ def write_report(collection: Collection, out: Path) -> dict[str, Any]:
     validation = _validation(collection)
     report = {
         "models": [_model_json(m) for m in collection.models.values()],
+        "differences": differences,
         "correlations": correlations,
         "setups": _setups_json(collection),
         "tables": table_files,

@@ -13,7 +13,7 @@ from PIL.PngImagePlugin import PngInfo
 from support.edct_runs import records, write_edct_run
 
 from edct_task.cli.main import main
-from edct_task.leaderboard.board import rank_entries
+from edct_task.leaderboard.board import pairwise, rank_entries
 from edct_task.leaderboard.bundle import BUNDLE_JSON, read_bundle, reseal, write_zip
 from edct_task.leaderboard.verify import BoardScoring, Verified, verify_bundle
 from edct_task.scoring.metrics import summarise
@@ -64,11 +64,28 @@ def test_board_ranks_within_setup_tracks_and_escapes_html(bundles, tmp_path, cap
     # recomputed numbers: summarise over the records, with the board's seed and resamples (defaults)
     expected = summarise(records(0.9, n=12), seed=0, n_resamples=10_000)["overall"]["metrics"]
     assert main_track[0]["ccs_binary"] == expected["ccs_binary"]
-    # rank ranges from CI overlap: beta and evil overlap, alpha is clear of both
-    lo_b, hi_b = main_track[1]["ccs_binary"]["low"], main_track[1]["ccs_binary"]["high"]
-    lo_e, hi_e = main_track[2]["ccs_binary"]["low"], main_track[2]["ccs_binary"]["high"]
-    assert lo_b <= hi_e and lo_e <= hi_b and main_track[0]["ccs_binary"]["low"] > hi_b
-    assert [e["rank_range"] for e in main_track] == [[1, 1], [2, 3], [2, 3]]
+    # bootstrap rank intervals over the 33 common items: beta is at least evil on every item and
+    # above it on 3 (item 5 of each domain), so beta is 2nd in every resample; evil ties it in the
+    # resamples without any of those 3 items ((30/33)**33 = 4.3 % > 2.5 %): one tied group
+    assert [e["rank_interval"] for e in main_track] == [[1, 1], [2, 2], [2, 3]]
+    assert [e["group"] for e in main_track] == [1, 2, 2]
+    track = by_size[1]
+    assert track["tied_groups"] == [["org/alpha-vl"], ["org/beta-vl", EVIL]] and track["common_items"] == 33
+    pairs = {(p["a"], p["b"]): p for p in track["pairwise"]}
+    beta_evil = pairs[("org/beta-vl", EVIL)]
+    assert beta_evil["difference"] == pytest.approx(3 * 0.5 / 33) and beta_evil["n_paired"] == 33
+    assert beta_evil["p"] == pytest.approx(2 / 2**3) and beta_evil["test"] == "exact"
+    alpha_beta = pairs[("org/alpha-vl", "org/beta-vl")]  # items 6..10 of each domain: 15 of +0.5
+    assert alpha_beta["p"] == pytest.approx(2 / 2**15) and alpha_beta["test"] == "exact"
+    alpha_evil = pairs[("org/alpha-vl", EVIL)]  # 18 non-zero: Monte Carlo, none as extreme
+    assert alpha_evil["test"] == "monte-carlo" and alpha_evil["p"] == pytest.approx(1 / 10_001)
+    # Holm over the three pairs: 3 p(1), max(., 2 p(2)), max(., 1 p(3))
+    assert alpha_beta["p_holm"] == pytest.approx(3 * 2 / 2**15)
+    assert alpha_evil["p_holm"] == pytest.approx(2 * 1 / 10_001)
+    assert beta_evil["p_holm"] == pytest.approx(0.25)
+    md = (out / "leaderboard.md").read_text()
+    assert "| Rank | Rank interval | Tied group |" in md and "| Range |" not in md
+    assert "| org/beta-vl | " in md and "+0.045 [" in md
     rows = list(csv.DictReader((out / "leaderboard.csv").open()))
     estimates = [e["ccs_binary"]["estimate"] for t in board["tracks"] for e in t["entries"]]
     assert len(rows) == 4 and float(rows[0]["ccs_binary_estimate"]) == pytest.approx(estimates[0], abs=1e-12)
@@ -183,26 +200,27 @@ def test_reference_manifest_rejects_other_documents(bundles, tmp_path):
     assert board["rejected"][0]["code"] == "wrong_dataset"
 
 
-def test_rank_ranges_from_ci_overlap():
-    def v(name, est, low, high):
-        m = {"estimate": est, "low": low, "high": high, "n": 10, "method": "bootstrap-percentile"}
-        summary = {
-            "overall": {
-                "metrics": {k: m for k in ("ccs_binary", "ccs_graded", "ac_k1", "ef_k1", "ac_k2", "ef_k2")},
-                "counts": {},
-            }
-        }
-        return Verified(bundle=name, model=name, setup={}, target=None, summary=summary, records=[])
+def test_rank_intervals_are_paired_where_unpaired_cis_overlap():
+    """Two entries whose unpaired 95% CIs overlap widely, but A beats B on 12 items and loses on
+    none: paired, A is first in every resample (its rank interval 1–1), and the sign-flip p is
+    2 / 2**12; the old CI-overlap range called them 1–2 apiece."""
 
-    rows = rank_entries(
-        [v("c", 0.5, 0.45, 0.55), v("a", 0.9, 0.85, 0.95), v("b", 0.6, 0.5, 0.7), v("d", 0.6, 0.58, 0.62)]
-    )
-    assert [(r["model"], r["rank"], r["rank_range"]) for r in rows] == [
-        ("a", 1, [1, 1]),
-        ("b", 2, [2, 4]),
-        ("d", 2, [2, 3]),
-        ("c", 4, [3, 4]),
+    def v(name, recs):
+        summary = summarise(recs, seed=0, n_resamples=1000)
+        return Verified(bundle=name, model=name, setup={}, target=None, summary=summary, records=recs)
+
+    a, b = v("a", records(0.6, n=30)), v("b", records(0.5, n=30, domains=("okvqa", "drivelm", "3dsr")))
+    ca, cb = a.summary["overall"]["metrics"]["ccs_binary"], b.summary["overall"]["metrics"]["ccs_binary"]
+    assert ca["low"] < cb["high"]  # the unpaired intervals overlap
+    scoring = BoardScoring(n_resamples=1000)
+    rows = rank_entries([b, a], scoring)
+    assert [(r["model"], r["rank"], r["rank_interval"], r["group"]) for r in rows] == [
+        ("a", 1, [1, 1], 1),
+        ("b", 2, [2, 2], 2),
     ]
+    (pair,) = pairwise([a, b], scoring)
+    assert pair["n_paired"] == 87 and pair["difference"] == pytest.approx(9 * 0.5 / 87)
+    assert pair["p"] == pytest.approx(2 / 2**9) and pair["p_holm"] == pair["p"]
 
 
 def test_real_run_with_images_and_report_reads_bundles(tmp_path):

@@ -27,7 +27,7 @@ def test_ci_cells_stay_on_one_line(browser, tmp_path: Path) -> None:
     assert main(["leaderboard", *bundles, "--output", str(tmp_path / "board")]) == 0
     for page in watched_page(browser, 1280, 800):
         page.goto((tmp_path / "board" / "leaderboard.html").as_uri())
-        cells = page.locator("tbody tr td.ci")  # the six metric columns
+        cells = page.locator("table:not(.pairwise) tbody tr td.ci")  # the six metric columns
         assert cells.count() == 12  # 2 entries × 6 metrics
         assert all("[" in t for t in cells.all_text_contents())  # estimate [low, high]
         lines = cells.evaluate_all(
@@ -35,4 +35,10 @@ def test_ci_cells_stay_on_one_line(browser, tmp_path: Path) -> None:
             " return new Set(Array.from(r.getClientRects()).map(b => Math.round(b.top))).size; })"
         )
         assert lines == [1] * 12
+        pair = page.locator("table.pairwise tbody tr td.ci")  # the one pair's difference [CI]
+        assert pair.count() == 1 and "[" in pair.all_text_contents()[0]
+        assert pair.evaluate_all(
+            "tds => tds.map(td => { const r = document.createRange(); r.selectNodeContents(td);"
+            " return new Set(Array.from(r.getClientRects()).map(b => Math.round(b.top))).size; })"
+        ) == [1]
         assert not page.errors

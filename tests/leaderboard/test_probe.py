@@ -153,11 +153,13 @@ def test_the_bundle_cannot_choose_its_statistics(tmp_path):
     intervals = [r.summary["overall"]["metrics"]["ccs_binary"] for r in results]
     assert intervals[0] == intervals[1] == intervals[2]
     assert intervals[0]["low"] < intervals[0]["estimate"] < intervals[0]["high"]
-    # a board of the tiny-resample bundle and a close rival: the rank range stays 1–2
-    rival = _bundle(tmp_path, "beta", 0.55, target=BETA)
+    # a board of the tiny-resample bundle and a close rival (3 items apart): the board's own 2000
+    # resamples put the rival's rank interval at 1–2, one tied group, whatever the bundle claims
+    rival = _bundle(tmp_path, "beta", 0.5, target=BETA)
     board = build_board([tiny, rival], scoring=scoring)
     (track,) = board["tracks"]
-    assert [e["rank_range"] for e in track["entries"]] == [[1, 2], [1, 2]]
+    assert [e["rank_interval"] for e in track["entries"]] == [[1, 1], [1, 2]]
+    assert len(track["tied_groups"]) == 1
     assert board["scoring"]["n_resamples"] == 2000
 
 
@@ -267,7 +269,10 @@ def test_names_cannot_break_the_table_and_the_model_is_the_verified_target(tmp_p
     assert label == "openai/gpt-5.2 (official submission) ¦ 1 ¦ 1 ¦ fake-row ¦ 0.999 ¦[U+202E]"
     assert entries["org/alpha-vl@abc123"]["backend"] == "openai-chat"
     md = to_markdown(board)
-    rows = [line for line in md.splitlines() if line.startswith("| ") and "---" not in line]
+    lines = md.splitlines()
+    table = lines[next(i for i, line in enumerate(lines) if line.startswith("| Rank")) :]
+    table = table[: table.index("")]  # the entries table (the pairwise table follows it)
+    rows = [line for line in table if "---" not in line]
     assert len(rows) == 3  # header + two entries, no injected row
     assert all(row.count(" | ") == rows[0].count(" | ") for row in rows)
     assert "\u202e" not in md and "fake-row" in md
