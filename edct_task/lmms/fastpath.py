@@ -553,4 +553,6 @@ def unknown_tasks(unknown: Sequence[str], model: str) -> str:
 
 def results_files(output_path: Path) -> list[Path]:
     """The ``*_results.json`` files lmms-eval's tracker wrote under ``output_path``."""
-    return sorted(Path(output_path).rglob("*_results.json"))
+    from edct_task.run.lmms_results import find_results_files
+
+    return find_results_files(Path(output_path))
