@@ -37,7 +37,8 @@ def parse_final(doc: dict[str, Any], response: object) -> SampleRecord:
 
 
 def sample_values(record: SampleRecord) -> dict[str, float | int | None]:
-    """Per-sample values of every metric: None where the sample does not count (not scored: excluded, unscored or an error)."""
+    """Per-sample values of every metric: None where the sample does not count (it is not scored:
+    excluded, unscored or an error)."""
     scores = record.scores if record.status == "scored" else None
     out: dict[str, float | int | None] = {
         scoring.CCS_BINARY: scores.ccs_binary if scores else None,
