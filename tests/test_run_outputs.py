@@ -43,3 +43,65 @@ def test_a_folder_that_is_no_run_is_refused_with_what_was_expected(tmp_path: Pat
     (tmp_path / "samples.jsonl").write_text('{"not": "a record"}\n')
     with pytest.raises(RunReadError, match=r"samples.jsonl, line 1: not a sample record"):
         load_run(tmp_path)
+
+
+def test_results_json_is_written_last_so_a_stopped_write_leaves_no_finished_looking_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A disk that fills while the images are placed stops the write before results.json: the
+    folder does not look finished (on the old main results.json was written first)."""
+    import edct_task.run.runner as runner
+
+    config = calibration_config("faithful", n=2, output_dir=tmp_path / "run")
+    config = config.model_copy(update={"progress": False, "bootstrap_resamples": 50})
+    run(config)
+    assert (tmp_path / "run" / "results.json").is_file()
+
+    def full_disk(source: Path, target: Path) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(runner, "place", full_disk)
+    with pytest.raises(Exception, match=r"No space left|full"):
+        run(config)  # the rerun replaces the folder's output: the old results.json goes first
+    assert not (tmp_path / "run" / "results.json").exists()
+    with pytest.raises(RunReadError, match=r"results\.json: missing"):
+        load_run(tmp_path / "run")
+
+
+@pytest.mark.parametrize("member", ["results.json", "samples.jsonl"])
+@pytest.mark.parametrize("kind", ["link", "fifo", "folder", "huge"])
+def test_load_run_reads_only_bounded_regular_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, member: str, kind: str
+) -> None:
+    import os
+
+    from support.edct_runs import records, write_edct_run
+
+    import edct_task.run.checks as checks
+    import edct_task.run.outputs as outputs
+
+    folder = tmp_path / "run"
+    write_edct_run(folder, records(1.0, n=2))
+    path = folder / member
+    if kind == "link":
+        path.rename(tmp_path / "elsewhere")
+        path.symlink_to(tmp_path / "elsewhere")
+        expected = "is a link, not a regular file"
+    elif kind == "fifo":
+        path.unlink()
+        os.mkfifo(path)  # reading would block for ever
+        expected = "is a FIFO, socket or device, not a regular file"
+    elif kind == "folder":
+        path.unlink()
+        path.mkdir()
+        expected = "is a folder, not a regular file"
+    else:
+        if member == "results.json":
+            monkeypatch.setattr(checks.read_json_object, "__defaults__", (100,))
+        else:
+            monkeypatch.setattr(outputs, "MAX_LOG_BYTES", 100)
+        expected = "larger than 100 bytes"
+    with pytest.raises(RunReadError) as exc:
+        load_run(folder)
+    message = str(exc.value)
+    assert message.startswith(str(path)) and expected in message and "\n" not in message

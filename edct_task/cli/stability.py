@@ -42,17 +42,22 @@ def _identity(results: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
 
 
 def read_repeated_runs(paths: list[Path]) -> list[dict[str, Any]]:
-    """The results.json of each run, checked for shape and for being repeats of the first run."""
+    """The results.json of each run (read through ``run.outputs.load_run``), checked for shape and
+    for being repeats of the first run."""
     from edct_task.reporting.setup import setup_differences
-    from edct_task.run.checks import RunReadError, check_results, read_json_object
+    from edct_task.run.checks import RunReadError, check_results
+    from edct_task.run.outputs import load_run
 
     results, first = [], None
     for p in paths:
-        f = p / "results.json" if p.is_dir() else p
-        if not f.is_file():
-            raise ConfigError(f"{f} does not exist: pass run output folders or their results.json")
+        if not p.exists():
+            raise ConfigError(f"{p} does not exist: pass run output folders or their results.json")
         try:
-            data = check_results(f, read_json_object(f))
+            loaded = load_run(p)
+            if loaded.kind != "edct":
+                raise ConfigError(f"{p}: an lmms-eval output folder; stability reads `edct run` folders")
+            f = loaded.results_file or p
+            data = check_results(f, loaded.results)
         except RunReadError as exc:
             raise ConfigError(str(exc)) from None
         target, setup = _identity(data)

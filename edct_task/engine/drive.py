@@ -2,8 +2,10 @@
 
 ``SampleRun`` starts the generator, sends it replies, turns its return value into the record,
 captures any exception it raises into an ``error`` record (a bug costs one sample, never the
-run), and closes the generator in every case. Every driver — the batched lockstep driver of
-``edct run`` and the lmms-eval compat driver — advances samples only through it.
+run), and closes the generator in every case. Every driver — ``engine.pipeline.run_pipelined``
+(the default schedule of ``edct run``, ``--config`` and ``--model`` alike), ``engine.lockstep.run_lockstep``
+(``limits.schedule: lockstep``) and the lmms-eval loop's hooks (``lmms.hooks.Session``) — advances
+samples only through it.
 """
 
 from __future__ import annotations

@@ -23,7 +23,6 @@ no retry rate is added to them unless ``--retry-rate`` asks for it.
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from collections.abc import Mapping
@@ -146,42 +145,45 @@ class RunStats:
 
 
 def from_run(folder: Path) -> RunStats:
-    """Per-stage call statistics of a finished run folder (an ``edct run`` output folder, or an
-    lmms-eval output folder holding ``*_results.json`` and ``*samples*.jsonl``)."""
-    folder = Path(folder)
-    results_path = _find(folder, ("results.json", "*_results.json"))
-    if results_path is None:
-        raise ConfigError(f"--latencies-from {folder}: no results.json (or *_results.json) in it")
+    """Per-stage call statistics of a finished run folder, read through ``run.outputs.load_run``
+    (an ``edct run`` folder, or an lmms-eval output folder whose results file carries the fast
+    path's ``edct`` block); a folder or file that is not one is one ``ConfigError`` line."""
+    from edct_task.run.outputs import RunReadError, call_seconds, load_run
+
     try:
-        results = json.loads(results_path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"--latencies-from {results_path}: unreadable ({exc})") from None
-    block = results.get("calls") or (results.get("edct") or {}).get("calls")
-    if not isinstance(block, Mapping) or not block.get("calls"):
-        raise ConfigError(f"--latencies-from {results_path}: it records no backend calls")
-    calls, seconds, failures = block["calls"], block.get("seconds", {}), block.get("failures", {})
-    cpu_seconds = block.get("cpu_seconds", {})
-    local_cpu = block.get("local_cpu_seconds", {})  # spent after the backend answered, outside its slot
+        loaded = load_run(folder)
+        observed_calls = call_seconds(loaded.path)
+    except RunReadError as exc:
+        raise ConfigError(f"--latencies-from {exc}") from None
+    where = loaded.results_file or loaded.path
+    block = loaded.calls
+    if not isinstance(block, Mapping) or not isinstance(block.get("calls"), Mapping) or not block["calls"]:
+        raise ConfigError(f"--latencies-from {where}: it records no backend calls")
+    calls = _numbers(block, "calls", where)
+    seconds, failures = _numbers(block, "seconds", where), _numbers(block, "failures", where)
+    cpu_seconds = _numbers(block, "cpu_seconds", where)
+    local_cpu = _numbers(block, "local_cpu_seconds", where)  # spent after the backend answered
     per_stage: dict[str, CallTime] = {}
     for stage, n in calls.items():
         if not n:
             continue
         fails = int(failures.get(stage, 0))
-        in_slot = float(cpu_seconds.get(stage, 0.0)) - float(local_cpu.get(stage, 0.0))
-        wall, cpu = float(seconds.get(stage, 0.0)) / n, max(0.0, in_slot) / n
+        in_slot = cpu_seconds.get(stage, 0.0) - local_cpu.get(stage, 0.0)
+        wall, cpu = seconds.get(stage, 0.0) / n, max(0.0, in_slot) / n
         per_stage[stage] = CallTime(
             max(0.0, wall - cpu),
             cpu=cpu,
             failure_rate=fails / (n + fails) if stage != "verify" else 0.0,
-            source=f"{results_path.parent.name}: mean of {n} calls",
+            source=f"{loaded.path.name}: mean of {int(n)} calls",
         )
-    usage = (results.get("usage") or (results.get("edct") or {}).get("usage") or {}).get("roles", {})
+    usage = loaded.usage.get("roles", {}) if isinstance(loaded.usage, Mapping) else {}
     tokens = {
-        role: (u.get("completion_tokens", 0) + u.get("reasoning_tokens", 0)) / u["requests"]
-        for role, u in usage.items()
-        if isinstance(u, Mapping) and u.get("requests")
+        role: (_number(u.get("completion_tokens")) + _number(u.get("reasoning_tokens")))
+        / _number(u["requests"])
+        for role, u in (usage.items() if isinstance(usage, Mapping) else ())
+        if isinstance(u, Mapping) and _number(u.get("requests")) > 0
     }
-    hits = block.get("cache_hits", {})
+    hits = _numbers(block, "cache_hits", where)
     hit_rates = {
         stage: h / (h + calls.get(stage, 0) + failures.get(stage, 0))
         for stage, h in hits.items()
@@ -189,7 +191,7 @@ def from_run(folder: Path) -> RunStats:
     }
     if hits.get("target"):  # a fresh run never repeats a target conversation: this one resumed,
         hit_rates = {}  # and its hits say what was cached, not how often the data repeats
-    for stage, observed in _call_log(folder).items():  # per-call seconds: the distribution
+    for stage, observed in observed_calls.items():  # per-call seconds: the distribution
         model = per_stage.get(stage)
         if model is not None and stage != "target" and len(observed) >= 5:
             waits = tuple(max(0.0, x - model.cpu) for x in observed)
@@ -197,55 +199,37 @@ def from_run(folder: Path) -> RunStats:
                 model, observed=waits, source=f"{model.source}, {len(waits)} call times"
             )
     stretch = 1.0
-    if float(cpu_seconds.get("verify", 0.0)) > 0:
-        stretch = max(1.0, float(seconds.get("verify", 0.0)) / float(cpu_seconds["verify"]))
-    return RunStats(per_stage, _pass_rate(folder), tokens, str(results_path), hit_rates, stretch)
+    if cpu_seconds.get("verify", 0.0) > 0:
+        stretch = max(1.0, seconds.get("verify", 0.0) / cpu_seconds["verify"])
+    return RunStats(per_stage, _pass_rate(loaded.records), tokens, str(where), hit_rates, stretch)
 
 
-def _call_log(folder: Path) -> dict[str, list[float]]:
-    """Seconds of every backend call by stage, from a call log (``call_log:``) in the run folder."""
-    path = _find(folder, ("*calls*.jsonl",)) if folder.is_dir() else None
-    out: dict[str, list[float]] = {}
-    if path is None:
-        return out
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-            out.setdefault(str(row["stage"]), []).append(float(row["seconds"]))
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-            continue
+def _number(value: Any) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok and value >= 0 else 0.0
+
+
+def _numbers(block: Mapping[str, Any], key: str, where: Any) -> dict[str, float]:
+    """``block[key]``: stage → a finite non-negative number, or one ``ConfigError`` line."""
+    value = block.get(key, {})
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"--latencies-from {where}: calls.{key} is not an object of numbers")
+    out = {}
+    for stage, n in value.items():
+        ok = isinstance(n, (int, float)) and not isinstance(n, bool) and math.isfinite(n) and 0 <= n < 1e15
+        if not ok:
+            raise ConfigError(
+                f"--latencies-from {where}: calls.{key}.{str(stage)[:40]} is {str(n)[:40]!r}, "
+                "not a non-negative number"
+            )
+        out[str(stage)] = float(n)
     return out
 
 
-def _find(folder: Path, patterns: tuple[str, ...]) -> Path | None:
-    if folder.is_file():
-        return folder
-    for pattern in patterns:
-        hits = sorted(folder.rglob(pattern))
-        if hits:
-            return hits[-1]
-    return None
-
-
-def _pass_rate(folder: Path) -> float | None:
+def _pass_rate(records: Any) -> float | None:
     """Share of verified edit attempts that passed, from the run's sample records."""
-    path = _find(folder, ("samples.jsonl", "*samples*.jsonl")) if folder.is_dir() else None
-    if path is None:
-        return None
-    passed = checked = 0
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        record = row.get("edct_record", row) if isinstance(row, dict) else {}
-        for step in record.get("steps") or ():
-            for attempt in step.get("attempts") or ():
-                check = attempt.get("check")
-                if check is not None:
-                    checked += 1
-                    passed += bool(check.get("passed"))
-    return passed / checked if checked else None
+    checks = [a.check for r in records for step in r.steps for a in step.attempts if a.check is not None]
+    return sum(c.passed for c in checks) / len(checks) if checks else None
 
 
 def _measured(role: str, run: RunStats | None) -> CallTime | None:

@@ -151,9 +151,9 @@ class Bundle:
 def _run_of(path: Path) -> tuple[EdctRun, dict[str, Any], dict[str, Any] | None, str]:
     """(EDCT result, the run's results file, the setup as recorded, kind) of a run folder."""
     if (path / "results.json").is_file() and (path / "samples.jsonl").is_file():
-        run = read_edct_run(path)
-        results = json.loads((path / "results.json").read_text(encoding="utf-8"))
-        return run, results, None, "edct"
+        from edct_task.run.outputs import load_run
+
+        return read_edct_run(path), load_run(path).results, None, "edct"
     from edct_task.run.lmms_results import find_results_files, read_results_file
 
     runs = []

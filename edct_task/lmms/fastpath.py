@@ -4,7 +4,9 @@ Builds the model through lmms-eval's registry and the tasks through lmms-eval's 
 (so documents are exactly those of ``lmms-eval --tasks …``; the manager indexes the EDCT task
 folder alone, and the EDCT hooks build only the documents ``--limit`` asks for — the calibration
 world's in a worker process while lmms-eval is imported, ``render_ahead``), then runs the
-batched driver (``edct_task.engine.lockstep.run_lockstep``): every step's target requests go to
+samples through ``edct_task.engine.lockstep.run_samples`` (the pipelined driver,
+``engine.pipeline.run_pipelined``, by default; ``limits.schedule: lockstep`` picks
+``run_lockstep``), as ``edct run --config`` does: every step's target requests go to
 the model as ONE ``generate_until`` call with one ``Instance`` per conversation, chat models
 receiving the real multi-turn history (answer → why), simple models the same single-turn
 rendering the agentic task uses. Scores come from the task's own ``process_results`` and
@@ -553,4 +555,6 @@ def unknown_tasks(unknown: Sequence[str], model: str) -> str:
 
 def results_files(output_path: Path) -> list[Path]:
     """The ``*_results.json`` files lmms-eval's tracker wrote under ``output_path``."""
-    return sorted(Path(output_path).rglob("*_results.json"))
+    from edct_task.run.lmms_results import find_results_files
+
+    return find_results_files(Path(output_path))

@@ -7,11 +7,11 @@ the same functions (in-process, without a JSON round trip).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from edct_task.core.records import SampleRecord
 from edct_task.lmms.documents import sample_of
+from edct_task.run.outputs import final_record
 from edct_task.scoring import metrics as scoring
 
 COUNT_NAMES = ("n_scored", "n_excluded", "n_unscored", "n_error")
@@ -26,29 +26,19 @@ def final_response(record: SampleRecord) -> str:
 
 
 def parse_final(doc: dict[str, Any], response: object) -> SampleRecord:
-    """The sample record a final response carries; an error record when it carries none."""
-    text = response[0] if isinstance(response, list) and response else response
-    reason = None
-    if isinstance(text, str) and text.strip().startswith("{"):
-        try:
-            return SampleRecord.model_validate_json(text)
-        except ValueError as exc:
-            try:
-                payload = json.loads(text)
-            except json.JSONDecodeError:
-                payload = None
-            reason = (
-                f"lmms-eval ended the agentic loop early: {payload.get('error')}"
-                if isinstance(payload, dict) and payload.get("error")
-                else f"final response is not a record: {exc}"
-            )
-    else:
-        reason = f"final response is not a record: {str(text)[:200]!r}"
-    return SampleRecord(sample=sample_of(doc, ""), status="error", reason=reason)
+    """The sample record a final response carries (decoded by ``run.outputs.final_record``, the
+    one decoder of runs); an error record with the reason when it carries none."""
+    got = final_record(response)
+    return (
+        got
+        if isinstance(got, SampleRecord)
+        else SampleRecord(sample=sample_of(doc, ""), status="error", reason=got)
+    )
 
 
 def sample_values(record: SampleRecord) -> dict[str, float | int | None]:
-    """Per-sample values of every metric: None where the sample does not count (SPEC §3)."""
+    """Per-sample values of every metric: None where the sample does not count (it is not scored:
+    excluded, unscored or an error)."""
     scores = record.scores if record.status == "scored" else None
     out: dict[str, float | int | None] = {
         scoring.CCS_BINARY: scores.ccs_binary if scores else None,

@@ -75,13 +75,6 @@ def render(name: str, **fields: object) -> str:
     return get_template(name).render(**fields)
 
 
-def extract_tag(prompt: str, tag: str) -> str | None:
-    """The text between ``<tag>`` and ``</tag>`` in a rendered prompt, stripped; None if absent."""
-    t = re.escape(tag)
-    match = re.search(rf"^<{t}>\n(.*?)\n</{t}>$", prompt, flags=re.S | re.M)
-    return match.group(1).strip() if match else None
-
-
 @cache
 def _structure(name: str) -> re.Pattern[str]:
     """A regex that matches exactly the prompts ``name`` renders: its literal text in order, each

@@ -14,21 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from edct_task.core.errors import UserError
-from edct_task.core.records import SampleInput, SampleRecord
+from edct_task.core.records import SampleRecord
 from edct_task.reporting.benchmarks import BenchmarkScore, benchmark_score, is_edct_task
 from edct_task.reporting.setup import dataset_manifest, setup_id, setup_identity
-from edct_task.run.checks import bad_image_refs
-from edct_task.run.lmms_results import (
-    ResultsFile,
-    ResultsFileError,
-    find_results_files,
-    logged_response,
-    read_logged_samples,
-    read_results_file,
-)
+from edct_task.run.lmms_results import ResultsFile, ResultsFileError, find_results_files, read_results_file
+from edct_task.run.outputs import RESULTS_FILE, RunReadError, find_files, load_run, read_logged_samples
 from edct_task.scoring.metrics import METRIC_NAMES, summarise
 
-EDCT_RESULTS = "results.json"
 BUNDLE_SUFFIX = ".edct.zip"
 """Bundles inside an input folder are found by this suffix; a file given directly may be any zip."""
 DEFAULT_RESAMPLES = 10_000
@@ -108,7 +100,7 @@ def edct_run_from_results(
 
     The results are checked for shape first (``run_checks.check_results``); numbers that the
     records do not give (recomputed with the run's own seed) are flagged."""
-    from edct_task.run.checks import RunReadError, check_results
+    from edct_task.run.checks import check_results
 
     try:
         check_results(f"{source}/results.json" if kind == "edct-run" else source, results)
@@ -171,8 +163,6 @@ def claim_flags(
 
 def read_edct_run(folder: Path) -> EdctRun:
     """An ``edct run`` output folder, read through ``edct_task.run.outputs.load_run``."""
-    from edct_task.run.outputs import RunReadError, load_run
-
     try:
         loaded = load_run(folder)
     except RunReadError as exc:
@@ -181,29 +171,6 @@ def read_edct_run(folder: Path) -> EdctRun:
 
 
 # ----------------------------------------------------------------------------- lmms-eval files
-
-
-def _record_of(sample: dict[str, Any], task: str) -> SampleRecord:
-    """The sample record our task's final response carries; an error record when it carries none."""
-    response = logged_response(sample)
-    if isinstance(response, str) and response.strip().startswith("{"):
-        try:
-            return SampleRecord.model_validate_json(response)
-        except ValueError:
-            pass
-    return SampleRecord(
-        sample=SampleInput(id=str(sample.get("doc_id"))[:200], domain=task, question="", image=""),
-        status="error",
-        reason=f"logged response of doc {sample.get('doc_id')} is not a sample record",
-    )
-
-
-def _logged_setup(samples: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    for s in samples:
-        audit = s.get("edct")
-        if isinstance(audit, dict) and isinstance(audit.get("setup"), dict) and "roles" in audit["setup"]:
-            return audit["setup"]
-    return None
 
 
 def _edct_leaves(results: ResultsFile, name: str) -> list[str]:
@@ -233,16 +200,12 @@ def edct_runs_from_lmms(results: ResultsFile, model_key: str, model_name: str) -
         missing = [t for t in leaves if t not in samples_files]
         for leaf in leaves:
             if leaf in samples_files:
-                logged = read_logged_samples(samples_files[leaf])
-                by_leaf[leaf] = [_record_of(s, leaf) for s in logged]
-                for record in by_leaf[leaf]:
-                    bad = bad_image_refs(record)
-                    if bad:
-                        raise ReportInputError(
-                            f"{samples_files[leaf]}: sample {record.sample.id[:80]!r}: image ref "
-                            f"{bad[0][:80]!r} is not an image id (64 hex characters)"
-                        )
-                setup_raw = setup_raw or _logged_setup(logged)
+                try:  # the one decoder of runs (edct_task.run.outputs)
+                    by_leaf[leaf], logged_setup = read_logged_samples(samples_files[leaf])
+                except RunReadError as exc:
+                    raise ReportInputError(str(exc)) from None
+                if logged_setup is not None and "roles" in logged_setup:
+                    setup_raw = setup_raw or logged_setup
         records = [r for leaf in leaves for r in by_leaf.get(leaf, [])]
         protocol = dict((setup_raw or {}).get("protocol", {}))
         seed = protocol.get("seed")
@@ -362,9 +325,10 @@ def collect(
             out.inputs.append({"path": str(path), "kind": "bundle"})
             continue
         if path.is_dir():
-            edct_folders = sorted({p.parent for p in path.rglob(EDCT_RESULTS) if p.is_file()})
+            found_logs = find_files(path, "", RESULTS_FILE)
+            edct_folders = sorted({p.parent for p in found_logs if p.name == RESULTS_FILE})
         else:
-            edct_folders = [path.parent] if path.name == EDCT_RESULTS else []
+            edct_folders = [path.parent] if path.name == RESULTS_FILE else []
         for folder in edct_folders:
             _add_run(out, read_edct_run(folder), _label_for(folder, labels))
             out.inputs.append({"path": str(folder), "kind": "edct-run"})

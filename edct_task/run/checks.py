@@ -12,9 +12,12 @@ anything else (``../../x``) is refused here, before any tool sees it.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
 import re
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -35,7 +38,13 @@ __all__ = [
     "parse_json_object",
     "parse_records",
     "read_json_object",
+    "read_regular_file",
 ]
+
+MAX_JSON_BYTES = 256 * 1024**2
+"""Largest JSON file (a results file, a run log) a reader takes in."""
+MAX_LOG_BYTES = 4 * 1024**3
+"""Largest JSONL file (sample records, logged samples, a call log) a reader takes in."""
 
 REF_RE = re.compile(r"[0-9a-f]{64}")
 """An image ref: the image store's content id."""
@@ -81,18 +90,45 @@ def _json_object(text: str, at: str, decode_error: Callable[[json.JSONDecodeErro
         raise RunReadError(decode_error(exc)) from None
     except ValueError as exc:
         raise RunReadError(f"{at}: not JSON ({exc})") from None
+    except RecursionError:
+        raise RunReadError(f"{at}: nested too deeply to be a file a run writes") from None
     if not isinstance(value, dict):
         raise RunReadError(f"{at}: expected a JSON object, found {type(value).__name__}")
     return value
 
 
-def read_json_object(path: Path) -> dict[str, Any]:
-    """The JSON object in the file ``path`` (UTF-8, no NaN)."""
+def read_regular_file(path: Path, limit: int) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit`` of them.
+
+    A link, a folder, a FIFO or a device is refused without being read (a FIFO would block, a
+    device never end), as is a file larger than ``limit``: each with one line naming the file.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        data = Path(path).read_bytes()
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise RunReadError(f"{path}: is a link, not a regular file") from None
+        raise RunReadError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            what = "a folder" if stat.S_ISDIR(mode) else "a FIFO, socket or device"
+            raise RunReadError(f"{path}: is {what}, not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(limit + 1)
     except OSError as exc:
         raise RunReadError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    return parse_json_object(path, decode_utf8(path, data))
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise RunReadError(f"{path}: larger than {limit:,} bytes; not a file a run writes")
+    return data
+
+
+def read_json_object(path: Path, limit: int = MAX_JSON_BYTES) -> dict[str, Any]:
+    """The JSON object in the regular file ``path`` (UTF-8, no NaN, at most ``limit`` bytes)."""
+    return parse_json_object(path, decode_utf8(path, read_regular_file(Path(path), limit)))
 
 
 def bad_image_refs(record: SampleRecord) -> list[str]:

@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from edct_task.core.errors import UserError
-
-RESULTS_SUFFIX = "_results.json"
-SAMPLES_MARK = "_samples_"
+from edct_task.run.outputs import LMMS_RESULTS_SUFFIX as RESULTS_SUFFIX
+from edct_task.run.outputs import LMMS_SAMPLES_MARK as SAMPLES_MARK
+from edct_task.run.outputs import find_files
 
 # lmms_eval/loggers/evaluation_tracker.py GeneralConfigTracker._get_model_name: the order matters
 # (peft/delta come with pretrained).
@@ -150,14 +150,14 @@ def find_results_files(path: Path) -> list[Path]:
     """Every lmms-eval results file at or under ``path`` (a file, a model folder or an output path)."""
     if path.is_file():
         return [path] if path.name.endswith(RESULTS_SUFFIX) else []
-    return sorted(p for p in path.rglob(f"*{RESULTS_SUFFIX}") if p.is_file())
+    return find_files(path, "", RESULTS_SUFFIX)
 
 
 def read_results_file(path: Path) -> ResultsFile:
     """Parse one results file; :class:`ResultsFileError` names what is missing."""
     try:
         raw = json.loads(_utf8_text(path))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, json.JSONDecodeError, RecursionError) as exc:
         raise ResultsFileError(f"{path}: not readable as JSON ({exc})") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("results"), dict):
         raise ResultsFileError(f"{path}: no 'results' object; not an lmms-eval results file")
@@ -200,39 +200,11 @@ def read_results_file(path: Path) -> ResultsFile:
     )
 
 
-def read_logged_samples(path: Path) -> list[dict[str, Any]]:
-    """The logged samples of one task, one dict per line; a bad line is an error naming the line."""
-    out = []
-    try:
-        text = _utf8_text(path)
-    except OSError as exc:
-        raise ResultsFileError(f"{path}: cannot be read ({exc})") from None
-    for i, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            sample = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ResultsFileError(f"{path}, line {i}: not JSON ({exc})") from None
-        if not isinstance(sample, dict):
-            raise ResultsFileError(f"{path}, line {i}: not a logged sample (a JSON object)")
-        out.append(sample)
-    return out
-
-
 def _utf8_text(path: Path) -> str:
     """The file as UTF-8 text; a bad byte is a ``ResultsFileError`` naming its line."""
-    from edct_task.run.checks import RunReadError, decode_utf8
+    from edct_task.run.checks import MAX_JSON_BYTES, RunReadError, decode_utf8, read_regular_file
 
     try:
-        return decode_utf8(path, path.read_bytes())
+        return decode_utf8(path, read_regular_file(path, MAX_JSON_BYTES))
     except RunReadError as exc:
         raise ResultsFileError(str(exc)) from None
-
-
-def logged_response(sample: dict[str, Any]) -> Any:
-    """The final response of a logged sample (``filtered_resps``, flattened or not)."""
-    resp = sample.get("filtered_resps", sample.get("resps"))
-    while isinstance(resp, list) and len(resp) == 1:
-        resp = resp[0]
-    return resp

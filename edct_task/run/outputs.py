@@ -10,33 +10,50 @@ Two kinds of run are read:
     ``edct run --model``: ``[<model>/]<date>_results.json`` and ``<date>_samples_<task>.jsonl``,
     whose final responses are the sample records and whose ``edct`` entry names the image store.
 
-The tools that turn runs into reports, bundles and audit pages read runs only through
-``load_run``; they never re-run a model.
+``load_run`` is the one decoder of runs: report, audit, export, annotate, agreement, submit,
+leaderboard, ``estimate --latencies-from``, stability and the tiny-VLM comparison read runs
+through it (``read_logged_samples`` is its decoder of one lmms-eval sample log, which ``edct
+report`` also calls per results file); a test greps the product for any other. It reads hostile
+folders safely: only regular files (no links, FIFOs or devices), each read bounded
+(``checks.MAX_JSON_BYTES``, ``checks.MAX_LOG_BYTES``), the folder walked to a bounded depth without
+following links; every bad input is one ``RunReadError`` line naming the file and the line.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from edct_task.core.records import SampleRecord
+from edct_task.core.records import SampleInput, SampleRecord
 from edct_task.run.checks import (
+    MAX_LOG_BYTES,
     RunReadError,
+    bad_image_refs,
     decode_utf8,
     parse_json_line,
-    parse_record,
     parse_records,
     read_json_object,
+    read_regular_file,
 )
 from edct_task.run.log import RunLog, parse_run_log
 
 RESULTS_FILE = "results.json"
 SAMPLES_FILE = "samples.jsonl"
 IMAGES_DIR = "images"
+LMMS_RESULTS_SUFFIX = "_results.json"
+"""lmms-eval's results file: ``<date>_results.json``."""
+LMMS_SAMPLES_MARK = "_samples_"
+"""lmms-eval's sample log: ``<date>_samples_<task>.jsonl``."""
+SETUP_KEY = "edct"
+"""The key of an EDCT task's logged sample that holds its audit digest and ``setup``."""
+MAX_DEPTH = 6
+"""How deep below a run folder the lmms-eval files are looked for (``<output>/<model>/`` is 1)."""
+MAX_ENTRIES = 100_000
+"""Folder entries looked at while walking a run folder, at most."""
 
 
 __all__ = [
@@ -45,8 +62,11 @@ __all__ = [
     "SAMPLES_FILE",
     "LoadedRun",
     "RunReadError",
+    "call_seconds",
+    "find_files",
     "image_files",
     "load_run",
+    "read_logged_samples",
 ]
 
 
@@ -82,11 +102,16 @@ class LoadedRun:
     kind: Literal["edct", "lmms"]
     records: list[SampleRecord]
     results: dict[str, Any]
-    """``results.json`` of an ``edct`` run; lmms-eval's aggregated results file of an ``lmms`` run."""
+    """``results.json`` of an ``edct`` run; lmms-eval's aggregated results file of an ``lmms`` run
+    (empty when the folder has logged samples but no results file)."""
     tasks: dict[str, list[SampleRecord]] = field(default_factory=dict)
     """lmms runs: records per lmms-eval task; edct runs: empty."""
     log: RunLog | None = None
     """edct runs: ``results.json`` as the typed run log."""
+    setup: dict[str, Any] | None = None
+    """lmms runs: the EDCT setup as logged (``edct`` block of the results file, else of a sample)."""
+    results_file: Path | None = None
+    """The file ``results`` was read from."""
     _images: dict[str, Path] = field(default_factory=dict, repr=False)
 
     def image_path(self, ref: str | None) -> Path | None:
@@ -96,9 +121,27 @@ class LoadedRun:
         path = self._images.get(ref)
         return path if path is not None and path.is_file() else None
 
+    @property
+    def calls(self) -> Any:
+        """The run's backend call statistics (``RunLog.calls``; on an lmms run, its ``edct`` block's)."""
+        if self.kind == "edct":
+            return self.results.get("calls")
+        block = self.results.get(SETUP_KEY)
+        return block.get("calls") if isinstance(block, dict) else None
+
+    @property
+    def usage(self) -> Any:
+        """Tokens and calls per role as the backends reported them, where the run recorded them."""
+        if self.kind == "edct":
+            return self.results.get("usage")
+        block = self.results.get(SETUP_KEY)
+        return block.get("usage") if isinstance(block, dict) else None
+
 
 def load_run(path: Path | str) -> LoadedRun:
     """Read an ``edct run`` folder or an lmms-eval output folder (see the module docstring).
+
+    ``path`` may also name the folder's ``results.json``.
 
     Raises
     ------
@@ -106,9 +149,25 @@ def load_run(path: Path | str) -> LoadedRun:
         When ``path`` is neither, or a file in it cannot be parsed; the message names the file.
     """
     root = Path(path)
-    if (root / RESULTS_FILE).is_file() and (root / SAMPLES_FILE).is_file():
-        return _load_edct(root)
-    if root.is_dir() and any(_lmms_sample_files(root)):
+    if root.name == RESULTS_FILE and not root.is_dir():
+        root = root.parent
+    if not root.exists() and not root.is_symlink():
+        raise RunReadError(
+            f"{root} does not exist (pass a run output folder: {RESULTS_FILE} + {SAMPLES_FILE}, "
+            "or lmms-eval output with logged samples)"
+        )
+    if not root.is_dir():
+        raise RunReadError(f"{root} is not a folder (pass a run output folder)")
+    if _present(root / RESULTS_FILE) or _present(root / SAMPLES_FILE):
+        if _present(root / RESULTS_FILE) and _present(root / SAMPLES_FILE):
+            return _load_edct(root)
+        missing = SAMPLES_FILE if _present(root / RESULTS_FILE) else RESULTS_FILE
+        if not find_files(root, LMMS_SAMPLES_MARK, ".jsonl"):
+            raise RunReadError(
+                f"{root / missing}: missing; an `edct run` folder holds both {RESULTS_FILE} and "
+                f"{SAMPLES_FILE} (it writes {RESULTS_FILE} last: a folder without it is unfinished)"
+            )
+    if find_files(root, LMMS_SAMPLES_MARK, ".jsonl"):
         return _load_lmms(root)
     raise RunReadError(
         f"{root} is not a run folder: expected {RESULTS_FILE} + {SAMPLES_FILE} (an `edct run` output) "
@@ -116,12 +175,12 @@ def load_run(path: Path | str) -> LoadedRun:
     )
 
 
+def _present(path: Path) -> bool:
+    return path.exists() or path.is_symlink()  # a link is refused when read, not overlooked
+
+
 def _read_text(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise RunReadError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    return decode_utf8(path, data)
+    return decode_utf8(path, read_regular_file(path, MAX_LOG_BYTES))
 
 
 def _load_edct(root: Path) -> LoadedRun:
@@ -133,62 +192,180 @@ def _load_edct(root: Path) -> LoadedRun:
     for record in records:
         for name, ref in image_files(record).items():
             images.setdefault(ref, root / name)
-    return LoadedRun(root, "edct", records, results, log=log, _images=images)
+    file = root / RESULTS_FILE
+    return LoadedRun(root, "edct", records, results, log=log, results_file=file, _images=images)
 
 
-def _lmms_sample_files(root: Path) -> Iterator[Path]:
-    return (p for p in sorted(root.rglob("*_samples_*.jsonl")) if p.is_file())
+def find_files(root: Path, mark: str, suffix: str) -> list[Path]:
+    """Regular files at or below ``root`` whose name holds ``mark`` and ends with ``suffix``, sorted.
+
+    The walk does not follow links, stops ``MAX_DEPTH`` folders down and after ``MAX_ENTRIES``
+    entries, and skips folders it cannot list: a hostile folder costs bounded time.
+    """
+    out: list[Path] = []
+    seen = 0
+    stack: list[tuple[Path, int]] = [(root, 0)]
+    while stack and seen < MAX_ENTRIES:
+        folder, depth = stack.pop()
+        try:
+            entries = os.scandir(folder)
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                seen += 1
+                if seen > MAX_ENTRIES:
+                    break
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if depth < MAX_DEPTH:
+                            stack.append((Path(entry.path), depth + 1))
+                        continue
+                    wanted = mark in entry.name and entry.name.endswith(suffix)
+                    if wanted and entry.is_file(follow_symlinks=False):
+                        out.append(Path(entry.path))
+                except OSError:
+                    continue
+    return sorted(out)
+
+
+def read_logged_samples(path: Path) -> tuple[list[SampleRecord], dict[str, Any] | None]:
+    """The sample records of one lmms-eval sample log (``<date>_samples_<task>.jsonl``), and the
+    EDCT setup its samples logged (``edct.setup``), if any.
+
+    A logged sample of an EDCT task whose final response is no sample record (lmms-eval ended the
+    loop early, a response cut short) is that document's error record, with the reason; another
+    task's sample (no record and no ``edct`` digest) is skipped. The final response is the first
+    element of ``filtered_resps`` (else ``resps``) at any list depth, as lmms-eval flattens it.
+    """
+    records: list[SampleRecord] = []
+    setup: dict[str, Any] | None = None
+    for number, line in enumerate(_read_text(path).split("\n"), 1):
+        if not line.strip():
+            continue
+        logged = parse_json_line(path, number, line)
+        record = _logged_record(path, number, logged)
+        if record is None:
+            continue
+        records.append(record)
+        digest = logged.get(SETUP_KEY)
+        if setup is None and isinstance(digest, dict) and isinstance(digest.get("setup"), dict):
+            setup = digest["setup"]
+    return records, setup
+
+
+def _final_response(logged: dict[str, Any]) -> Any:
+    value = logged.get("filtered_resps")
+    return logged.get("resps") if value is None else value
+
+
+def final_record(response: object) -> SampleRecord | str:
+    """The sample record an EDCT task's final response carries (``filtered_resps``/``resps``, at
+    any list depth), or why there is none: lmms-eval's early-stop reply, or what came instead.
+
+    Raises ``RunReadError`` for a record whose image refs are not content ids (tools join refs to
+    folder names, so such a record is refused, never read).
+    """
+    depth = 0
+    while isinstance(response, list) and response and depth < 8:
+        response, depth = response[0], depth + 1
+    if not (isinstance(response, str) and response.lstrip().startswith("{")):
+        return f"final response is not a record: {str(response)[:200]!r}"
+    try:
+        data = json.loads(response)
+    except (ValueError, RecursionError):
+        return f"final response is not a record: {response[:200]!r}"
+    if isinstance(data, dict) and data.get("error") and "sample" not in data:
+        return f"lmms-eval ended the agentic loop early: {str(data['error'])[:200]}"
+    try:
+        record = SampleRecord.model_validate_json(response)
+    except ValueError as exc:
+        return f"final response is not a record: {str(exc).splitlines()[0][:200]}"
+    bad = bad_image_refs(record)
+    if bad:
+        raise RunReadError(f"image ref {bad[0][:80]!r} is not an image id (64 hex characters)")
+    return record
+
+
+def _logged_record(path: Path, number: int, logged: dict[str, Any]) -> SampleRecord | None:
+    response = _final_response(logged)
+    try:
+        got = final_record(response)
+    except RunReadError as exc:
+        raise RunReadError(f"{path}, line {number}: {exc}") from None
+    if isinstance(got, SampleRecord):
+        return got
+    digest = logged.get(SETUP_KEY)
+    if not isinstance(digest, dict):
+        return None  # another task's sample (lmms-eval logs every task of a run)
+    doc = logged.get("doc") if isinstance(logged.get("doc"), dict) else {}
+    sample_id = str(doc.get("id") or digest.get("id") or logged.get("doc_id"))[:200]
+    domain = str(digest.get("domain") or "unknown")[:80]
+    return SampleRecord(
+        sample=SampleInput(id=sample_id, domain=domain, question="", image=""),
+        status="error",
+        reason=f"doc {str(logged.get('doc_id'))[:40]}: {got}",
+    )
+
+
+def _task_of(path: Path) -> str:
+    return path.name[: -len(".jsonl")].split(LMMS_SAMPLES_MARK, 1)[1]
 
 
 def _load_lmms(root: Path) -> LoadedRun:
     from edct_task.engine.stage_cache import ImageStore
 
     tasks: dict[str, list[SampleRecord]] = {}
-    images: dict[str, Path] = {}
-    for path in _lmms_sample_files(root):
-        task = path.stem.split("_samples_", 1)[1]
-        found: list[SampleRecord] = []
-        for number, line in enumerate(_read_text(path).split("\n"), 1):
-            if not line.strip():
-                continue
-            logged = parse_json_line(path, number, line)
-            response = _final_response(logged)
-            if response is None:
-                continue  # another task's sample (lmms-eval logs every task of a run)
-            record = parse_record(path, number, response)
-            found.append(record)
-            edct = logged.get("edct")
-            setup = edct.get("setup") if isinstance(edct, dict) else None
-            store = setup.get("work_dir") if isinstance(setup, dict) else None
-            if isinstance(store, str) and store:
-                for ref in _refs(record):
-                    images.setdefault(ref, ImageStore(store).path(ref))
+    setup: dict[str, Any] | None = None
+    for path in find_files(root, LMMS_SAMPLES_MARK, ".jsonl"):
+        found, logged_setup = read_logged_samples(path)
         if found:
-            tasks[task] = found
+            tasks.setdefault(_task_of(path), []).extend(found)
+            setup = setup or logged_setup
     if not tasks:
         raise RunReadError(f"{root}: no logged sample of an EDCT task (edct_bench*, edct_calibration)")
-    results_files = sorted(root.rglob("*_results.json"))
-    results = read_json_object(results_files[-1]) if results_files else {}
+    results_files = find_files(root, "", LMMS_RESULTS_SUFFIX)
+    results_file = results_files[-1] if results_files else None
+    results = read_json_object(results_file) if results_file else {}
+    block = results.get(SETUP_KEY)  # the fast path's setup block, else the one its samples logged
+    setup = block if isinstance(block, dict) else setup
     records = [r for found in tasks.values() for r in found]
-    return LoadedRun(root, "lmms", records, results, tasks=tasks, _images=images)
+    images: dict[str, Path] = {}
+    folder = _run_images(root)
+    store = setup.get("work_dir") if isinstance(setup, dict) else None
+    for record in records:
+        for name, ref in image_files(record).items():
+            if folder is not None:
+                images.setdefault(ref, root / name)
+            elif isinstance(store, str) and store:
+                images.setdefault(ref, ImageStore(store).path(ref))
+    return LoadedRun(
+        root, "lmms", records, results, tasks=tasks, setup=setup, results_file=results_file, _images=images
+    )
 
 
-def _final_response(logged: dict[str, Any]) -> str | None:
-    """The sample record JSON an EDCT task logged as its final response, if this is one."""
-    for key in ("filtered_resps", "resps"):
-        value = logged.get(key)
-        while isinstance(value, list) and value:
-            value = value[0]
-        if isinstance(value, str) and value.lstrip().startswith("{"):
-            # a SampleRecord (model_dump_json puts schema_version first, so look at the keys)
-            try:
-                data = json.loads(value)
-            except json.JSONDecodeError:
+def _run_images(root: Path) -> Path | None:
+    """The run's own ``images/`` folder, when the run placed its images inside it."""
+    folder = root / IMAGES_DIR
+    return folder if folder.is_dir() and not folder.is_symlink() else None
+
+
+def call_seconds(root: Path) -> dict[str, list[float]]:
+    """Seconds of every backend call by stage, from a call log (``call_log:``, ``*calls*.jsonl``)
+    in the run folder; lines that are not a call are skipped."""
+    logs = find_files(Path(root), "calls", ".jsonl")
+    out: dict[str, list[float]] = {}
+    if not logs:
+        return out
+    for number, line in enumerate(_read_text(logs[-1]).split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            row = parse_json_line(logs[-1], number, line)
+            seconds = row["seconds"]
+            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < 1e9:
                 continue
-            if isinstance(data, dict) and "sample" in data and "status" in data:
-                return value
-    return None
-
-
-def _refs(record: SampleRecord) -> Iterator[str]:
-    yield from image_files(record).values()
+            out.setdefault(str(row["stage"])[:40], []).append(float(seconds))
+        except (RunReadError, KeyError):
+            continue
+    return out

@@ -181,9 +181,11 @@ def _run(config: RunConfig, out_dir: Path, cache_dir: Path, shard: Shard | None 
 
 
 def write_outputs(out_dir: Path, records: list[SampleRecord], log: RunLog, images: ImageStore) -> None:
-    """results.json (the run log), samples.jsonl and the chain images (``outputs.image_files``),
-    atomically."""
-    atomic_write(out_dir / RESULTS_FILE, log.to_json())
+    """samples.jsonl, the chain images (``outputs.image_files``) and, last, results.json (the run
+    log), each atomically: a folder with ``results.json`` holds everything it names, and a run
+    stopped while writing (a full disk) leaves no ``results.json``, so it never looks finished.
+    A previous run's ``results.json`` is removed first, for the same reason."""
+    (out_dir / RESULTS_FILE).unlink(missing_ok=True)
     atomic_write(out_dir / SAMPLES_FILE, "".join(r.model_dump_json() + "\n" for r in records))
     lost: list[str] = []
     for r in records:
@@ -202,3 +204,4 @@ def write_outputs(out_dir: Path, records: list[SampleRecord], log: RunLog, image
             images.images_dir,
             lost[0],
         )
+    atomic_write(out_dir / RESULTS_FILE, log.to_json())

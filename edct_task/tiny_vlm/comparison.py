@@ -1,34 +1,29 @@
 """Per-sample comparison of EDCT runs of the same model through different runtimes.
 
-Reads a run's sample records from either output format (an lmms-eval sample log, as ``lmms-eval``
-and ``edct run --model`` write, or a runner folder's ``samples.jsonl``), summarises CCS_binary and
+Reads a run's sample records through ``run.outputs.load_run`` (an lmms-eval output folder, or an
+``edct run`` folder), summarises CCS_binary and
 CCS_graded with 95% percentile-bootstrap CIs, and compares two runs sample by sample: same status
 and same CCS_binary, identical replies, and for replies that differ the first diverging token.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 
 def records(out: Path, task: str = "edct_calibration") -> dict[str, dict[str, Any]]:
-    """Sample id → the sample's EDCT record, from ``out/lmms`` (an lmms-eval sample log) or ``out/run``."""
-    logs = sorted((out / "lmms").rglob(f"*_samples_{task}.jsonl")) if (out / "lmms").is_dir() else []
-    got: dict[str, dict[str, Any]] = {}
-    if logs:
-        for line in logs[-1].read_text().splitlines():
-            if line.strip():
-                resp = json.loads(line)["filtered_resps"]
-                rec = json.loads(resp[0] if isinstance(resp, list) else resp)
-                got[rec["sample"]["id"]] = rec
-        return got
-    for line in (out / "run" / "samples.jsonl").read_text().splitlines():
-        if line.strip():
-            rec = json.loads(line)
-            got[rec["sample"]["id"]] = rec
-    return got
+    """Sample id → the sample's EDCT record (as JSON data), from ``out/lmms`` (an lmms-eval output
+    folder) or ``out/run`` (an ``edct run`` folder), read through ``run.outputs.load_run``."""
+    from edct_task.run.outputs import LMMS_SAMPLES_MARK, find_files, load_run
+
+    lmms = out / "lmms"
+    if lmms.is_dir() and find_files(lmms, f"{LMMS_SAMPLES_MARK}{task}", ".jsonl"):
+        loaded = load_run(lmms)
+        found = loaded.tasks.get(task, [])
+    else:
+        found = load_run(out / "run").records
+    return {r.sample.id: r.model_dump(mode="json") for r in found}
 
 
 def _score(rec: dict[str, Any], name: str) -> float | None:

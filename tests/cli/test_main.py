@@ -70,11 +70,11 @@ def test_stability_gives_mean_and_sample_sd(tmp_path: Path, capsys: pytest.Captu
             name: {"estimate": v, "low": v, "high": v, "n": 10, "method": "x"}
             for name in ("ccs_binary", "ccs_graded", "ac_k1", "ac_k2", "ef_k1", "ef_k2")
         }
-        (tmp_path / f"r{i}").mkdir()
-        config = {"roles": {"target": {"backend": "t"}}, "protocol": {"seed": i, "k": 2}}
-        (tmp_path / f"r{i}" / "results.json").write_text(
-            json.dumps({"config": config, "results": {"overall": {"metrics": metrics}}})
-        )
+        from support.edct_runs import records, write_edct_run
+
+        results = write_edct_run(tmp_path / f"r{i}", records(1.0, n=2), seed=i)  # a real run folder
+        results["results"] = {"overall": {"metrics": metrics}}
+        (tmp_path / f"r{i}" / "results.json").write_text(json.dumps(results))
     assert main(["stability", *(str(tmp_path / f"r{i}") for i in range(3)), "--json"]) == 0
     table = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert table["ccs_binary"]["mean"] == pytest.approx(np.mean(values))

@@ -15,6 +15,16 @@ from edct_task.estimate.presets import PRESET_DIR
 from edct_task.run.runner import run
 
 
+def _run_with_calls(folder: Path, calls: dict) -> Path:
+    """An ``edct run`` folder whose run log records these call statistics."""
+    from support.edct_runs import records, write_edct_run
+
+    write_edct_run(folder, records(1.0, n=2))
+    results = json.loads((folder / "results.json").read_text())
+    (folder / "results.json").write_text(json.dumps({**results, "calls": calls}))
+    return folder
+
+
 def _estimate(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
     assert main(["estimate", *args, "--json"]) == 0
     return json.loads(capsys.readouterr().out)
@@ -86,7 +96,7 @@ def test_latencies_from_a_finished_run(tmp_path: Path, capsys: pytest.CaptureFix
         (["--config", "no-such-preset"], "no shipped preset of that name"),
         (["--config", "paper-qwen3-judge-flux2-max", "--set", "limits.schedule=lockstep"], "pipelined"),
         (["--config", "paper-qwen3-judge-flux2-max", "--latency", "painter=3"], "the role must be one of"),
-        (["--config", "paper-qwen3-judge-flux2-max", "--latencies-from", "/nonexistent"], "no results.json"),
+        (["--config", "paper-qwen3-judge-flux2-max", "--latencies-from", "/nonexistent"], "does not exist"),
     ],
 )
 def test_user_errors_exit_2_with_one_line(
@@ -101,9 +111,8 @@ def test_a_runs_call_log_gives_the_latency_distribution(tmp_path: Path) -> None:
     from edct_task.estimate.latency import from_run
 
     run_dir = tmp_path / "run"
-    run_dir.mkdir()
     calls = {"calls": {"edit": 6}, "seconds": {"edit": 6 * 2.0}, "cpu_seconds": {"edit": 0.0}}
-    (run_dir / "results.json").write_text(json.dumps({"calls": calls}))
+    _run_with_calls(run_dir, calls)
     log = [{"key": str(i), "stage": "edit", "seconds": s} for i, s in enumerate([1, 1, 1, 1, 1, 7])]
     (run_dir / "calls.jsonl").write_text("".join(json.dumps(row) + "\n" for row in log))
     stats = from_run(run_dir)
@@ -152,7 +161,112 @@ def test_a_resumed_runs_cache_hits_are_not_taken_for_repeated_prompts(tmp_path: 
     fresh = {**calls, "cache_hits": {"judge": 30}}
     resumed = {**calls, "cache_hits": {"judge": 30, "target": 40}}
     for name, block in (("fresh", fresh), ("resumed", resumed)):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "results.json").write_text(json.dumps({"calls": block}))
+        _run_with_calls(tmp_path / name, block)
     assert from_run(tmp_path / "fresh").hit_rates == {"judge": 0.75}
     assert from_run(tmp_path / "resumed").hit_rates == {}
+
+
+def test_latencies_from_an_lmms_eval_output_folder_give_the_pass_rate(tmp_path: Path) -> None:
+    """The fast path's lmms-eval output (calls in the results file's ``edct`` block, records in the
+    sample log) is read through ``load_run``: the old reader looked for an ``edct_record`` key that
+    nothing writes and gave no pass rate."""
+    from support.edct_runs import records
+    from support.lmms_output import EdctTask, write_lmms_output
+
+    from edct_task.estimate.latency import from_run
+
+    recs = records(0.5, n=4)  # every step checked: passing steps pass, failing ones too (one fails)
+    results_file = write_lmms_output(
+        tmp_path / "lmms", model="edct_reference", model_args="", tasks=[EdctTask("edct_calibration", recs)]
+    )
+    raw = json.loads(results_file.read_text())
+    raw["edct"] = {"calls": {"calls": {"edit": 4, "verify": 4}, "seconds": {"edit": 8.0, "verify": 0.4}}}
+    results_file.write_text(json.dumps(raw))
+    stats = from_run(tmp_path / "lmms")
+    checks = [a.check.passed for r in recs for s in r.steps for a in s.attempts if a.check is not None]
+    assert checks and stats.verify_pass_rate == pytest.approx(sum(checks) / len(checks))
+    assert stats.per_stage["edit"].seconds == 2.0
+
+
+def _hostile(root: Path, case: str) -> Path:
+    """A run folder that is broken in one way."""
+    from support.edct_runs import records, write_edct_run
+
+    folder = root / case
+    if case == "missing":
+        return folder
+    write_edct_run(folder, records(1.0, n=2))
+    results, samples = folder / "results.json", folder / "samples.jsonl"
+    if case == "results-a-list":
+        results.write_text("[1, 2]")
+    elif case == "results-not-json":
+        results.write_text("{not json")
+    elif case == "results-bad-bytes":
+        results.write_bytes(b'{"a": "\xff"}')
+    elif case == "results-deep":
+        results.write_text("[" * 100_000 + "]" * 100_000)
+    elif case == "results-nan":
+        results.write_text(results.read_text().replace('"wall_seconds": 1.0', '"wall_seconds": NaN'))
+    elif case == "results-a-folder":
+        results.unlink()
+        results.mkdir()
+    elif case == "results-a-link":
+        target = folder / "elsewhere.json"
+        results.rename(target)
+        results.symlink_to(target)
+    elif case == "results-a-fifo":
+        results.unlink()
+        import os
+
+        os.mkfifo(results)
+    elif case == "samples-bad-line":
+        samples.write_text("{}\n")
+    elif case == "samples-missing":
+        samples.unlink()
+    elif case == "calls-a-string":
+        data = json.loads(results.read_text())
+        results.write_text(json.dumps({**data, "calls": {"calls": "many"}}))
+    elif case == "calls-bad-numbers":
+        data = json.loads(results.read_text())
+        results.write_text(json.dumps({**data, "calls": {"calls": {"edit": "6"}, "seconds": {"edit": -1}}}))
+    elif case == "calls-huge":
+        data = json.loads(results.read_text())
+        results.write_text(json.dumps({**data, "calls": {"calls": {"edit": 10**400 // 10**399}}}))
+        results.write_text(results.read_text().replace('"edit": 10', '"edit": 1' + "0" * 5000))
+    elif case == "call-log-garbage":
+        data = json.loads(results.read_text())
+        results.write_text(json.dumps({**data, "calls": {"calls": {"edit": 1}, "seconds": {"edit": 1.0}}}))
+        (folder / "calls.jsonl").write_bytes(b"\xff\xfe[[[\n{}\n")
+    return folder
+
+
+HOSTILE = [
+    "missing",
+    "results-a-list",
+    "results-not-json",
+    "results-bad-bytes",
+    "results-deep",
+    "results-nan",
+    "results-a-folder",
+    "results-a-link",
+    "results-a-fifo",
+    "samples-bad-line",
+    "samples-missing",
+    "calls-a-string",
+    "calls-bad-numbers",
+    "calls-huge",
+    "call-log-garbage",
+]
+
+
+@pytest.mark.parametrize("case", HOSTILE)
+def test_latencies_from_a_hostile_folder_is_one_line(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = _hostile(tmp_path, case)
+    rc = main(
+        ["estimate", "--config", "paper-qwen3-judge-flux2-max", "--latencies-from", str(folder), "--n", "2"]
+    )
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err and err.count("\n") == 1, err
+    assert str(folder) in err or (case == "missing" and "does not exist" in err), err

@@ -1,0 +1,59 @@
+"""One reader of runs: ``edct_task.run.outputs`` is the only product module that decodes a run.
+
+A run is decoded where its sample records are parsed from a file (``SampleRecord.model_validate*``),
+where lmms-eval's logged final responses are unwrapped (``filtered_resps`` / ``resps``), or where
+run files are globbed for. Every other module reads runs through ``load_run`` (or
+``read_logged_samples``, its decoder of one lmms-eval sample log). On the old main six modules
+decoded runs their own way and disagreed (``estimate/latency`` looked for a key nothing writes).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PRODUCT = ("edct_task", "model_adapters", "verification")
+
+DECODING = re.compile(
+    r"SampleRecord\.model_validate"  # records parsed from text or data
+    r"|\.get\(\s*[\"'](?:filtered_resps|resps|edct_record)[\"']"  # logged responses unwrapped
+    r"|\[\s*[\"'](?:filtered_resps|resps|edct_record)[\"']\s*\]"
+    r"|\.r?glob\([^)]*(?:samples|results)"  # run files looked for
+)
+
+ALLOWED = {
+    "edct_task/run/outputs.py": "the one reader",
+    "edct_task/run/checks.py": "the checked parsing the reader calls (parse_record)",
+    "edct_task/leaderboard/bundle.py": "a bundle's samples.jsonl member: the bundle format, not a run folder",
+    "edct_task/run/sharding.py": "records passed between the ranks of one running job",
+}
+
+
+def _offenders() -> list[str]:
+    out = []
+    for package in PRODUCT:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if rel in ALLOWED:
+                continue
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if DECODING.search(line) and not line.lstrip().startswith("#"):
+                    out.append(f"{rel}:{number}: {line.strip()}")
+    return out
+
+
+def test_no_product_module_but_the_reader_decodes_runs() -> None:
+    assert _offenders() == []
+
+
+def test_the_pattern_sees_the_old_readers() -> None:
+    """The decoders the old main had are caught by the pattern (so the test above can fail)."""
+    old = [
+        'record = row.get("edct_record", row) if isinstance(row, dict) else {}',
+        'resp = json.loads(line)["filtered_resps"]',
+        "return SampleRecord.model_validate_json(response)",
+        'edct_folders = sorted({p.parent for p in path.rglob("results.json") if p.is_file()})',
+        'resp = sample.get("filtered_resps", sample.get("resps"))',
+    ]
+    assert all(DECODING.search(line) for line in old)
