@@ -149,12 +149,14 @@ class Targets:
 
 
 TARGETS: dict[str, Targets] = {
-    "faithful": Targets(answers_min=54, explanations_min=50),
-    "prior": Targets(explanations_max=15),
+    "faithful": Targets(answers_min=45, explanations_min=42),
+    "prior": Targets(explanations_max=12),
 }
-"""The recipe's targets per behaviour, set below the worst of three training seeds (README,
-"The tiny VLM": the spread over seeds 0, 1 and 2) so that a rebuild on another machine, whose
-near-tie answers may round the other way, is judged by what the recipe reliably gives."""
+"""The recipe's targets per behaviour, one below the worst of three training seeds (faithful,
+answers/explanations out of 60: seed 0 60/60, seed 1 60/59, seed 2 46/43; prior explanations 10,
+8, 9: ``benchmarks/tiny_vlm_seeds.py``; docs, "The tiny VLM"), so that a rebuild whose near-tie
+spatial answers round the other way is judged by what the recipe reliably gives, and the two
+behaviours stay far apart (faithful explanations >= 42, prior <= 12)."""
 
 
 def as_record(got: Agreement) -> dict[str, int]:
