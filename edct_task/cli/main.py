@@ -40,6 +40,7 @@ from typing import NoReturn
 
 from edct_task.core.errors import UserError
 from edct_task.engine.storage import StorageError
+from model_adapters.errors import ProviderStop
 
 COMMANDS = (
     "run",
@@ -104,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     except StorageError as exc:
         print(exc.advice(), file=sys.stderr)
         return 1
+    except ProviderStop as exc:  # no credits, quota exhausted, max_cost_usd reached: exit 3
+        print(exc.line(), file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         print(
             "edct: interrupted; finished calls are cached, rerun the same command to resume", file=sys.stderr

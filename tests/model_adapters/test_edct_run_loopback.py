@@ -143,7 +143,7 @@ def _editor_role(kind: str, url: str) -> dict:
             **common,
         }
     if kind == "openai-images":
-        return {"backend": "openai-images", "model": "gpt-image-1", "base_url": url + "/v1", **common}
+        return {"backend": "openai-images", "model": "gpt-image-1.5", "base_url": url + "/v1", **common}
     chat = {k: v for k, v in common.items() if not k.startswith("backoff_")}  # the client backs off
     return {
         "backend": "openrouter-image",
