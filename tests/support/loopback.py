@@ -17,7 +17,8 @@ One ``ThreadingHTTPServer`` on 127.0.0.1 serves, by path:
   Content Moderated, Task not found, Error``); ``bfl_status`` forces another status (an API change).
   ``bfl_lose_jobs`` forgets the first n jobs (BFL: the job is gone); ``bfl_accept_then`` creates and
   bills the job and then answers ``502`` or stalls past the client's read timeout (the case BFL's
-  official client ``src/bfl/_transport.py`` refuses to resubmit); ``no_credits`` answers 402.
+  official client ``src/bfl/_transport.py`` refuses to resubmit); past ``bfl_credits`` accepted jobs a
+  submit answers 402 (docs.bfl.ml ``errors.md``: insufficient credits).
 - OpenAI quota: ``quota_exhausted`` answers every POST with 429 ``insufficient_quota`` ("You
   exceeded your current quota", OpenAI's error object ``{message, type, code}``).
 - Model ids: ``POST /v1/images/edits`` refuses a model the installed openai SDK lists as shut down
@@ -188,7 +189,7 @@ class Loopback(ThreadingHTTPServer):
         latency_s: float = 0.0,
         structured: bool = True,
         quota_exhausted: bool = False,
-        no_credits: bool = False,
+        bfl_credits: int | None = None,
         bfl_status: str | None = None,
         bfl_lose_jobs: int = 0,
         bfl_accept_then: str | None = None,
@@ -211,7 +212,8 @@ class Loopback(ThreadingHTTPServer):
         """Honour ``response_format`` json_schema (like vLLM); False: reject it with a 400 (like a
         server without structured output)."""
         self.quota_exhausted = quota_exhausted
-        self.no_credits = no_credits
+        self.bfl_credits = bfl_credits
+        """Jobs the account can still pay for (None: unlimited)."""
         self.bfl_status = bfl_status
         self.bfl_lose_jobs = bfl_lose_jobs
         self.bfl_accept_then = bfl_accept_then
@@ -363,9 +365,13 @@ class _Handler(BaseHTTPRequestHandler):
             }
             self._json(429, {"error": quota})
             return
-        if self.server.no_credits and path.startswith(("/v1/flux", "/v1/bfl-")):
-            self._json(402, {"detail": "Insufficient credits"})
-            return
+        if path.startswith(("/v1/flux", "/v1/bfl-")) and self.server.bfl_credits is not None:
+            with self.server.lock:
+                broke = self.server.bfl_credits <= 0
+                self.server.bfl_credits -= 0 if broke else 1
+            if broke:
+                self._json(402, {"detail": "Insufficient credits"})
+                return
         if self._fault(body):
             return
         if path == "/v1/chat/completions":
