@@ -12,6 +12,7 @@
 ``edct export-counterfactuals RUN_DIR --out DIR``    verified counterfactual pairs as training data
 ``edct report PATH… --out DIR``   the paper's tables, Fig. 5 and report.json from runs and bundles
 ``edct submit RUN --out FILE``    one run as a verifiable leaderboard bundle
+``edct hub-benchmark OUT --dataset-id ORG/NAME``   the Hub benchmark repo (eval.yaml) eval-results name
 ``edct leaderboard BUNDLE… --out DIR``   bundles verified by recomputation, ranked per setup track
 ``edct audit RUN --out DIR``  a static HTML audit report of a run (opens from file://)
 ``edct annotate RUN --annotator NAME``   local web app for the human validation of interventions
@@ -53,6 +54,7 @@ COMMANDS = (
     "bench",
     "report",
     "submit",
+    "hub_benchmark",
     "leaderboard",
     "audit",
     "annotate",
