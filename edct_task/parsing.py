@@ -296,6 +296,8 @@ def _json_spans(text: str) -> list[_Span]:
                 start = i
             stack.append(_CLOSERS[ch])
         elif stack:
+            if ch == "'" and i > 0 and text[i - 1].isalnum():
+                continue  # an apostrophe inside a word (player's) opens no string
             if ch in "\"'":
                 quote = ch
             elif ch in "]}":
@@ -545,10 +547,17 @@ def _commentary(text: str, start: int) -> bool:
     return bool(words) and words[0].casefold() in _COMMENTARY
 
 
+_IN_WORD_APOSTROPHE_RE = re.compile(r"(?<=\w)['’](?=\w)|(?<=s)['’](?=[\s,]|$)")
+"""``player's``, ``it’s``, ``players'``: an apostrophe inside a word, no quote."""
+
+
 def _bare_list(text: str, span: _Span) -> list[str] | None:
-    """``[red traffic light, pedestrian]``: an unquoted list alone on its line (or after a label)."""
+    """``[red traffic light, pedestrian]``: an unquoted list alone on its line (or after a label).
+    Items may hold any punctuation but brackets and quotes; apostrophes inside words
+    (``[tennis racket in the player's hand]``) are no quotes."""
     inner = span.text[1:-1]
-    if span.text[0] != "[" or not inner.strip() or any(c in inner for c in "[]{}\"'\n“”"):
+    unquoted = _IN_WORD_APOSTROPHE_RE.sub("", inner)
+    if span.text[0] != "[" or not inner.strip() or any(c in unquoted for c in "[]{}\"'\n“”‘’`"):
         return None
     before = text[: span.start].rsplit("\n", 1)[-1].strip(" \t*_#>")
     after = text[span.end :].split("\n", 1)[0].strip(" \t*_.")
@@ -772,7 +781,24 @@ def _text_instructions(body: str) -> list[dict[str, str]]:
             current[last_field] = f"{current[last_field]} {_clean_value(stripped)}".strip()
     if current:
         edits.append(current)
-    return [edit for edit in edits if set(edit) - {"concept"}]
+    return _complete_chain([edit for edit in edits if set(edit) - {"concept"}])
+
+
+def _complete_chain(edits: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The chain without a cut-off last edit: one that stops before a field every earlier edit
+    has (``Edit 2: Keep: … Change: Remove the pede`` after an ``Edit 1`` with How and Constraints)
+    was cut mid-edit, so the chain ends at the last complete edit."""
+    return edits[:-1] if cut_off(edits) else edits
+
+
+def cut_off(edits: list[dict[str, str]]) -> bool:
+    """The last edit lacks a field, after its own last one in the order concept, keep, change,
+    how, constraints, that every earlier edit has (a reply ends where it was cut)."""
+    if len(edits) < 2:
+        return False
+    shared = set.intersection(*(set(edit) for edit in edits[:-1]))
+    last = max(_FIELDS.index(name) for name in edits[-1])
+    return any(_FIELDS.index(name) > last for name in shared - set(edits[-1]))
 
 
 def _clean_value(value: str) -> str:
@@ -795,7 +821,9 @@ def parse_instructions(
     at an ``Edit N`` (``Instruction N``, ``Step N``) header or when a label repeats (without
     headers, also when labels go back in the order concept/keep/change/how/constraints); text
     after the header number ("Edit 1 (red light):") becomes the concept. Missing ``concept``,
-    ``keep``, ``how`` and ``constraints`` become ``""``. The last JSON array of edits wins.
+    ``keep``, ``how`` and ``constraints`` become ``""``, except that a last text edit stopping
+    before a field every earlier edit has (``How:``, ``Constraints:``) was cut mid-edit and is
+    dropped: the chain ends at the last complete edit. The last JSON array of edits wins.
 
     Parameters
     ----------

@@ -1,15 +1,28 @@
-"""Black Forest Labs API editor: FLUX.2 [pro|max|flex|klein] and FLUX.1 Kontext [pro|max].
+"""Black Forest Labs API editor: FLUX.2 [pro|max|flex|klein-4b|klein-9b] and FLUX.1 Kontext [pro|max].
 
-Submit ``POST <base>/v1/<model>`` with the prompt and the image (base64) → ``{id, polling_url}``;
-poll the polling URL (``x-key`` header) until ``Ready`` (then download ``result.sample`` at once: the
-signed URL expires after minutes, and it is fetched *without* the key — it is a CDN address);
-``Pending`` keeps polling; ``Request Moderated`` / ``Content Moderated`` raise ``EditRefused`` with
-the reason; ``Error`` / ``Task not found`` are transient (the job is submitted again, once).
-The output is brought back to the input's size when the API returned another one.
+Submit ``POST <base>/v1/<model>`` with the prompt and the image (base64) → ``{id, polling_url,
+cost}``; poll the returned polling URL as given (it is regional, e.g. ``api.eu2.bfl.ai``; with the
+``x-key`` header when it is on BFL's domain) until ``Ready``, then download ``result.sample`` at once,
+*without* the key and following redirects (a delivery URL; BFL's official client does the same).
+Statuses as BFL's official client reads them (``src/bfl/_jobs.py``): ``Pending`` keeps polling;
+``Request Moderated`` / ``Content Moderated`` raise ``EditRefused``; ``Error`` is the job's failure;
+``Task not found`` (HTTP 200 with that status) means the job is gone; any other status is raised at
+once, never polled to the timeout.
+
+A paid call is made once. The submit is retried only where BFL certainly did not take it (429,
+a connection never made); after a 5xx or a read timeout it is not re-sent (``SubmitUncertain``).
+A job is submitted again only when BFL says it is gone (``Task not found``), at most
+``job_attempts - 1`` times, each counted (``resubmits``) and its cost added. ``max_cost_usd`` is
+the role's ceiling for the run: once the reported cost reaches it, no new submit is made and the
+run stops (``ProviderStop``, exit 3). So does HTTP 402 (no credits).
+
+``prompt_upsampling`` (FLUX.2 pro/max/flex default ``true``: BFL rewrites the edit instruction
+server-side) is sent as ``false`` to the models that have it, unless ``extra`` sets it; the
+identity records the value sent.
 
 Options::
 
-    model: flux-2-max            # or flux-2-pro, flux-2-flex, flux-kontext-pro, flux-kontext-max
+    model: flux-2-max            # or flux-2-pro, flux-2-flex, flux-2-klein-9b, flux-kontext-pro, …
     api_key_env: BFL_API_KEY     # default BFL_API_KEY
     base_url: https://api.bfl.ai
     send_size: true              # FLUX.2: ask for the input's size (rounded to multiples of 16)
@@ -17,8 +30,9 @@ Options::
     poll_interval_s: 0.5         # first poll wait; grows ×1.5 up to poll_max_interval_s
     poll_max_interval_s: 4.0
     poll_timeout_s: 600
-    job_attempts: 2              # submissions per edit when a job errors or its URL has expired
-    concurrency: 4
+    job_attempts: 2              # submissions per edit when BFL says the job is gone
+    max_cost_usd: null           # the run's ceiling on this role's reported cost
+    concurrency: 8               # BFL allows 24 tasks in flight per account (shared by every run on the key)
     timeout_s: 120
     max_retries: 6
 """
@@ -53,12 +67,15 @@ OPTIONS = EDITOR_HTTP_OPTIONS | {
     "poll_max_interval_s",
     "poll_timeout_s",
     "job_attempts",
+    "max_cost_usd",
 }
 MODERATED = ("Request Moderated", "Content Moderated")
+UPSAMPLING_MODELS = ("flux-2-pro", "flux-2-max", "flux-2-flex", "flux-kontext-pro", "flux-kontext-max")
+"""Models whose request takes ``prompt_upsampling`` (BFL API reference; FLUX.2 default ``true``)."""
 
 
 class _JobLost(TransientBackendError):
-    """The job errored, vanished or its result URL expired: submit it again."""
+    """BFL says the job is gone (``Task not found``): it may be submitted again."""
 
 
 class BFLEditor:
@@ -78,6 +95,7 @@ class BFLEditor:
         poll_max_interval_s: float = 4.0,
         poll_timeout_s: float = 600.0,
         job_attempts: int = 2,
+        max_cost_usd: float | None = None,
         caller: HttpCaller,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
@@ -88,6 +106,9 @@ class BFLEditor:
         self.base_url = base_url.rstrip("/")
         self.send_size = model.startswith("flux-2") if send_size is None else bool(send_size)
         self.extra = dict(extra or {})
+        if model.startswith(UPSAMPLING_MODELS):
+            self.extra.setdefault("prompt_upsampling", False)
+        self.max_cost_usd = max_cost_usd
         self.poll_interval_s = poll_interval_s
         self.poll_max_interval_s = poll_max_interval_s
         self.poll_timeout_s = poll_timeout_s
@@ -102,6 +123,7 @@ class BFLEditor:
             "backend": self.backend,
             "model": self.model,
             "send_size": self.send_size,
+            "prompt_upsampling": self.extra.get("prompt_upsampling"),
             "extra": copy.deepcopy(self.extra),
         }
 
@@ -123,16 +145,19 @@ class BFLEditor:
             for job in range(self.job_attempts):
                 try:
                     return finish(self._job(body), image, self.stats)
-                except _JobLost:
+                except _JobLost as exc:
                     if job + 1 >= self.job_attempts:
-                        raise
-                    self.stats.add("retries")
+                        raise PermanentBackendError(
+                            f"{exc}; not submitted again (job_attempts: {self.job_attempts})"
+                        ) from None
+                    self.stats.add("resubmits")
         raise AssertionError("unreachable")
 
     def _job(self, body: dict[str, Any]) -> Image.Image:
         headers = {"x-key": self._key, "accept": "application/json"}
+        self.stats.check_ceiling(self.max_cost_usd, self.name)
         submitted = self.caller.request_json(
-            "POST", f"{self.base_url}/v1/{self.model}", "BFL submit", json=body, headers=headers
+            "POST", f"{self.base_url}/v1/{self.model}", "BFL submit", paid=True, json=body, headers=headers
         )
         if not isinstance(submitted, dict) or not submitted.get("id"):
             raise MalformedReply("BFL submit: reply has no job id")
@@ -155,8 +180,14 @@ class BFLEditor:
                 return self._download(sample)
             if status in MODERATED:
                 raise EditRefused(f"BFL {self.model}: {status}{_reason(result)}")
-            if status in ("Error", "Failed", "Task not found"):
-                raise _JobLost(f"BFL {self.model}: job {status}{_reason(result)}")
+            if status == "Task not found":
+                raise _JobLost(f"BFL {self.model}: job {job_id}: Task not found{_reason(result)}")
+            if status == "Error":
+                raise PermanentBackendError(f"BFL {self.model}: job {job_id} failed (Error){_reason(result)}")
+            if status != "Pending":
+                raise PermanentBackendError(  # like BFL's client: surfaced at once, never polled on
+                    f"BFL {self.model}: job {job_id}: unknown status {status!r}{_reason(result)}"
+                )
             if self.clock() > deadline:
                 raise BackendTimeout(
                     f"BFL {self.model}: job still {status!r} after {self.poll_timeout_s:.0f} s"
@@ -164,9 +195,12 @@ class BFLEditor:
 
     def _download(self, url: str) -> Image.Image:
         try:
-            response = self.caller.request("GET", url, "BFL download")
-        except PermanentBackendError as exc:  # 403/404: the signed URL expired or was already used
-            raise _JobLost(f"BFL download failed ({str(exc).split(':')[-1].strip()[:80]})") from None
+            response = self.caller.request("GET", url, "BFL download", follow_redirects=True)
+        except PermanentBackendError as exc:  # 403/404: the signed URL expired (they last ~10 minutes)
+            raise PermanentBackendError(
+                f"BFL download failed ({str(exc).split(':')[-1].strip()[:80]}): the delivery URL "
+                "may have expired; the job is not submitted again"
+            ) from None
         return decode_image(response.content, source="BFL result")
 
     def close(self) -> None:
@@ -211,7 +245,7 @@ def from_options(
     extra = options.get("extra") or {}
     if not isinstance(extra, Mapping) or {"prompt", "input_image", "seed"} & set(extra):
         raise OptionsError("bfl: extra must be a mapping and may not set prompt, input_image or seed")
-    caller = HttpCaller.from_options(options, key, timeout_s=120, sleep=sleep)
+    caller = HttpCaller.from_options(options, key, timeout_s=120, sleep=sleep, concurrency=8)
     return BFLEditor(
         model,
         key,
@@ -222,7 +256,16 @@ def from_options(
         poll_max_interval_s=float(options.get("poll_max_interval_s", 4.0)),
         poll_timeout_s=float(options.get("poll_timeout_s", 600)),
         job_attempts=int(options.get("job_attempts", 2)),
+        max_cost_usd=_ceiling(options.get("max_cost_usd"), "bfl"),
         caller=caller,
         sleep=sleep,
         clock=clock,
     )
+
+
+def _ceiling(value: object, backend: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise OptionsError(f"{backend}: max_cost_usd must be a positive number of US dollars")
+    return float(value)

@@ -14,6 +14,7 @@ __all__ = [
     "EditRefused",
     "OptionsError",
     "PermanentBackendError",
+    "ProviderStop",
     "RateLimited",
     "Timeout",
     "TransientBackendError",
@@ -66,3 +67,16 @@ class EditRefused(PermanentBackendError):
     """The editor declined the edit (moderation, safety filter, unsupported instruction)."""
 
     kind = "edit_refused"
+
+
+class ProviderStop(PermanentBackendError):
+    """The provider refuses every further paid call, or the run may not pay for one more: no
+    credits (BFL 402), an exhausted quota (OpenAI 429 ``insufficient_quota``), or the run's
+    ``max_cost_usd`` reached. No retry can fix it and no later sample would fare better, so it is
+    no sample's failure: the run stops at once with this one line (``edct run`` exits 3), and
+    every finished call stays in the stage cache for a rerun."""
+
+    kind = "provider_stop"
+
+    def line(self) -> str:
+        return f"edct: stopped, {self}. Finished calls are cached: rerun the same command to resume."

@@ -15,7 +15,8 @@ body that is not JSON or lacks ``objects`` → ``MalformedReply`` (retried, then
 
 Options: ``base_url``, ``api_key_env`` (default ``MOONDREAM_API_KEY``; required for the cloud
 URL, optional for a local server), ``timeout_s`` (60), ``max_retries`` (4), ``backoff_base_s``,
-``backoff_max_s``, ``concurrency`` (4), ``max_boxes`` (10), ``max_side`` (1024: larger images are
+``backoff_max_s``, ``concurrency`` (2: Moondream's cloud allows about 2 requests/s), ``max_boxes``
+(10), ``max_side`` (1024: larger images are
 downscaled before upload, boxes are normalised so nothing changes), ``jpeg_quality`` (90).
 """
 
@@ -148,7 +149,7 @@ def moondream_from_options(
         options, "moondream", default_env="MOONDREAM_API_KEY" if cloud else None, required=cloud
     )
     http = HttpCaller(
-        concurrency=int(options.get("concurrency", 4)),
+        concurrency=int(options.get("concurrency", 2)),
         timeout_s=float(options.get("timeout_s", 60)),
         retry=RetryPolicy(max_retries=0),
         secrets=(key,),

@@ -24,7 +24,7 @@ Options (``roles.<role>:`` in the run config)::
     concurrency: 16                    # requests in flight for this role
     timeout_s: 600
     max_retries: 6
-    max_tokens_field: max_tokens       # or max_completion_tokens (OpenAI reasoning models)
+    max_tokens_field: auto             # auto | max_tokens | max_completion_tokens (see below)
     max_tokens_cap: null               # clamp the engine's max tokens to the server's limit
     omit: []                           # decoding fields not to send, e.g. [temperature, top_p]
     extra_body: {}                     # merged into the request body, e.g.
@@ -35,6 +35,13 @@ Options (``roles.<role>:`` in the run config)::
     cooldown_s: 30                     # before a health check (GET <base>/<health_path>)
     health_path: models
     structured: auto                   # auto | json_schema | off: the reply's JSON schema (see below)
+    max_cost_usd: null                 # the run's ceiling on this role's cost (reported, or from prices)
+
+The token limit's field: ``auto`` (the default) sends ``max_completion_tokens`` to OpenAI's
+reasoning families named as OpenAI names them (``o1``, ``o3``, ``o4-mini``, ``gpt-5*``: the SDK says
+``max_tokens`` "is now deprecated in favor of max_completion_tokens, and is not compatible with
+o-series models") and ``max_tokens`` to every other model (vLLM, SGLang, OpenRouter ids such as
+``openai/o3``, which the router translates). The identity records the field sent.
 
 Structured replies: the engine attaches a JSON schema to every extractor, edit-parser and judge
 request (``edct_task.reply_schemas``; reasons before scores). ``json_schema`` sends it as
@@ -52,8 +59,10 @@ import copy
 import json
 import logging
 import os
+import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -70,6 +79,7 @@ from model_adapters.errors import (
     BadInput,
     OptionsError,
     PermanentBackendError,
+    ProviderStop,
 )
 from model_adapters.images import data_uri
 from model_adapters.openai_wire import (
@@ -112,6 +122,7 @@ OPTIONS = frozenset(
         "cooldown_s",
         "health_path",
         "structured",
+        "max_cost_usd",
     }
 )
 STRUCTURED_MODES = ("auto", "json_schema", "off")
@@ -131,6 +142,10 @@ class ChatSettings:
     omit: tuple[str, ...] = ()
     extra_body: Mapping[str, Any] | None = None
     structured: str = "auto"
+    require_parameters: bool = False
+    """OpenRouter: a request with a JSON schema also sends ``provider: {require_parameters: true}``,
+    so the router picks only providers that honour ``response_format`` (openrouter.ai/docs
+    structured outputs, provider routing)."""
 
     def identity(self, backend: str) -> dict[str, Any]:
         return {
@@ -142,6 +157,7 @@ class ChatSettings:
             "omit": list(self.omit),
             "extra_body": copy.deepcopy(dict(self.extra_body or {})),
             "structured": self.structured,
+            **({"require_parameters": True} if self.require_parameters else {}),
         }
 
     def response_format(self, params: GenerationParams) -> dict[str, Any] | None:
@@ -188,9 +204,13 @@ class ChatClient:
         health_path: str = "models",
         clock: Callable[[], float] = time.monotonic,
         transport: httpx2.BaseTransport | None = None,
+        max_cost_usd: float | None = None,
     ) -> None:
         if concurrency < 1:
             raise OptionsError("concurrency must be >= 1")
+        if max_cost_usd is not None and not max_cost_usd > 0:
+            raise OptionsError("max_cost_usd must be a positive number of US dollars")
+        self.max_cost_usd = max_cost_usd
         if max_retries < 0:
             raise OptionsError("max_retries must be >= 0")
         self.settings = settings
@@ -259,10 +279,13 @@ class ChatClient:
         response_format: Mapping[str, Any] | None = None,
     ) -> ChatCompletion:
         """One chat completion (the client retries); the reply has at least one choice."""
+        self._check_ceiling()
         body = {**copy.deepcopy(dict(self.settings.extra_body or {})), **(extra_body or {})}
         fields = self.settings.request_fields(params)
         if response_format is not None:
             fields["response_format"] = response_format
+            if self.settings.require_parameters:
+                body["provider"] = {**dict(body.get("provider") or {}), "require_parameters": True}
         self.usage.record_request(images=images)
         try:
             reply = self.openai.chat.completions.create(
@@ -287,6 +310,17 @@ class ChatClient:
         self.usage.record_success(token_usage(reply.usage), reported_cost=extra_field(reply.usage, "cost"))
         return reply
 
+    def _check_ceiling(self) -> None:
+        """``ProviderStop`` before a new call once the role's cost has reached ``max_cost_usd``."""
+        if self.max_cost_usd is None:
+            return
+        spent = self.usage.as_dict()["cost_usd"] or 0.0
+        if spent >= self.max_cost_usd:
+            raise ProviderStop(
+                f"{self.what}: max_cost_usd {self.max_cost_usd:.2f} reached ({spent:.2f} USD); "
+                "no new paid call is made"
+            )
+
     # -- batches --------------------------------------------------------------------------------
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
         """``fn`` over ``items`` with up to ``concurrency`` in flight; errors returned in place."""
@@ -304,6 +338,21 @@ class ChatClient:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
         self.openai.close()
+
+
+_COMPLETION_TOKENS_MODELS = re.compile(r"^(o\d|gpt-5)", re.IGNORECASE)
+"""OpenAI's reasoning families (named as OpenAI names them, without a router's ``vendor/``)."""
+
+
+def _is_openrouter(url: str) -> bool:
+    host = urllib.parse.urlsplit(url).hostname or ""
+    return host == "openrouter.ai" or host.endswith(".openrouter.ai")
+
+
+def max_tokens_field_for(model: str) -> str:
+    """The token-limit field a model takes: ``max_completion_tokens`` for OpenAI's o-series and
+    GPT-5 reasoning models, ``max_tokens`` for the rest (the module docstring)."""
+    return "max_completion_tokens" if _COMPLETION_TOKENS_MODELS.match(model) else "max_tokens"
 
 
 def _default_headers(api_key: str | None, headers: Mapping[str, str]) -> dict[str, Any]:
@@ -420,9 +469,11 @@ def client_from_options(
     if not isinstance(urls, list) or not urls:
         raise OptionsError("base_urls must be a non-empty list of URLs")
     urls = [check_base_url(u, backend) for u in urls]
-    field = options.get("max_tokens_field", "max_tokens")
-    if field not in ("max_tokens", "max_completion_tokens"):
-        raise OptionsError("max_tokens_field must be max_tokens or max_completion_tokens")
+    field = options.get("max_tokens_field", "auto")
+    if field not in ("auto", "max_tokens", "max_completion_tokens"):
+        raise OptionsError("max_tokens_field must be auto, max_tokens or max_completion_tokens")
+    if field == "auto":
+        field = max_tokens_field_for(model)
     omit = tuple(options.get("omit") or ())
     if any(o not in _DECODING_FIELDS for o in omit):
         raise OptionsError(f"omit may list only {', '.join(_DECODING_FIELDS)}")
@@ -441,6 +492,7 @@ def client_from_options(
         omit=omit,
         extra_body=dict(extra),
         structured=structured,
+        require_parameters=any(_is_openrouter(u) for u in urls),
     )
     return ChatClient(
         settings,
@@ -457,4 +509,5 @@ def client_from_options(
         health_path=str(options.get("health_path", "models")),
         clock=clock,
         transport=transport,
+        max_cost_usd=None if options.get("max_cost_usd") is None else float(options["max_cost_usd"]),
     )

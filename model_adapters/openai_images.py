@@ -1,13 +1,20 @@
-"""OpenAI ``images.edit``: ``POST <base>/images/edits`` (multipart) with gpt-image-1 / 1.5 (or dall-e-2).
+"""OpenAI ``images.edit``: ``POST <base>/images/edits`` (multipart) with a GPT image model.
+
+The default model is ``gpt-image-2.5-sunburst``, the successor the installed openai SDK names for
+the shut-down ``gpt-image-1`` (``openai/types/image_model.py``); a model the SDK lists as shut down
+or retired (``gpt-image-1``, ``dall-e-2``, ``dall-e-3``) is refused when the options are read.
+``input_fidelity`` is sent only to the models the SDK says take it (``gpt-image-1.5``: high/low;
+``gpt-image-1-mini``: low; "for gpt-image-2, omit this parameter").
 
 The image goes as a PNG file part, the instruction as ``prompt``. The reply carries the result as
-``b64_json`` (gpt-image models) or a ``url`` (downloaded at once, without the key). The API has no
+``b64_json`` (GPT image models always return base64) or a ``url`` (downloaded at once, without the
+key). The API has no
 seed, so the seed is not sent (retries differ only by the model's own sampling; the identity says
 so). A ``moderation_blocked`` / content-policy rejection raises ``EditRefused`` with the reason.
 
 Options::
 
-    model: gpt-image-1
+    model: gpt-image-2.5-sunburst # or gpt-image-1.5, gpt-image-2, gpt-image-2.6-flare, …
     api_key_env: OPENAI_API_KEY   # default OPENAI_API_KEY; null for a local server without a key
     base_url: https://api.openai.com/v1   # or base_urls: [http://node1:8091/v1, http://node2:8091/v1]
     dead_after: 3                 # with base_urls: consecutive endpoint failures before leaving the rotation
@@ -15,7 +22,7 @@ Options::
     health_path: models
     size: auto                    # or 1024x1024, 1536x1024, 1024x1536
     quality: high                 # low / medium / high / auto
-    input_fidelity: high          # gpt-image-1: keep the input's details
+    input_fidelity: high          # only gpt-image-1.5 (high/low) and gpt-image-1-mini (low)
     extra: {}                     # more form fields
     concurrency: 4
     timeout_s: 300
@@ -27,8 +34,10 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
+import re
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from PIL import Image
@@ -51,6 +60,26 @@ OPTIONS = EDITOR_HTTP_OPTIONS | {
     "health_path",
 }
 _REFUSAL_MARKERS = ("moderation", "safety", "content_policy", "content policy")
+DEFAULT_MODEL = "gpt-image-2.5-sunburst"
+INPUT_FIDELITY = {"gpt-image-1.5": ("high", "low"), "gpt-image-1-mini": ("low",)}
+"""The models that take ``input_fidelity`` and its values (the SDK's ``images.edit`` docstring)."""
+
+
+def retired_image_models() -> frozenset[str]:
+    """The image model ids the installed openai SDK lists as shut down or retired: the quoted ids
+    on the "shut down"/"retired" lines of ``openai/types/image_model.py``'s "Deprecated values"."""
+    try:
+        import openai.types.image_model as image_model
+    except ImportError:  # without the SDK there is no list to read
+        return frozenset()
+    text = Path(image_model.__file__).read_text(encoding="utf-8")
+    part = text.split("Deprecated values", 1)[1] if "Deprecated values" in text else ""
+    return frozenset(
+        m
+        for line in part.splitlines()
+        if re.search(r"shut down|retired", line)
+        for m in re.findall(r'"([a-z0-9.\-]+)"', line)
+    )
 
 
 class OpenAIImageEditor:
@@ -132,9 +161,21 @@ def from_options(
     clock: Callable[[], float] = time.monotonic,
 ) -> OpenAIImageEditor:
     check_options(options, OPTIONS, "openai-images")
-    model = options.get("model", "gpt-image-1")
+    model = options.get("model", DEFAULT_MODEL)
     if not isinstance(model, str) or not model:
-        raise OptionsError("openai-images: model must be a model id such as gpt-image-1")
+        raise OptionsError(f"openai-images: model must be a model id such as {DEFAULT_MODEL}")
+    if model in retired_image_models():
+        raise OptionsError(
+            f"openai-images: {model} is shut down or retired (openai SDK, types/image_model.py); "
+            f"use a current GPT image model such as {DEFAULT_MODEL}"
+        )
+    fidelity = options.get("input_fidelity")
+    base_model = re.sub(r"-\d{4}-\d{2}-\d{2}$", "", model)
+    if fidelity is not None and str(fidelity) not in INPUT_FIDELITY.get(base_model, ()):
+        takes = "; ".join(f"{m}: {'/'.join(v)}" for m, v in INPUT_FIDELITY.items())
+        raise OptionsError(
+            f"openai-images: {model} does not take input_fidelity {fidelity!r} (only {takes}); remove it"
+        )
     key = secret_from_env(options, "openai-images", default_env="OPENAI_API_KEY")
     extra = options.get("extra") or {}
     if not isinstance(extra, Mapping) or {"model", "prompt", "image", "n"} & set(extra):

@@ -23,7 +23,7 @@ from openai.types.completion_usage import CompletionUsage
 from model_adapters.contracts import Completion, TokenUsage
 from model_adapters.errors import BackendError, PermanentBackendError, Timeout, TransientBackendError
 from model_adapters.retry import retry_after_seconds
-from model_adapters.transport import MalformedReply, Scrubber, error_for_status
+from model_adapters.transport import QUOTA_CODES, MalformedReply, Scrubber, body_error_code, error_for_status
 
 _MALFORMED = ("x-edct-reply", "malformed")
 """Marks a 502 that ``openai_shaped`` made of an unreadable 2xx reply."""
@@ -56,6 +56,7 @@ def backend_error(exc: Exception, what: str, scrub: Scrubber, *, key_env: str | 
             f"{what}: HTTP {exc.status_code}" + (f": {detail}" if detail else ""),
             retry_after=retry_after_seconds(exc.response.headers),
             key_env=key_env,
+            code=exc.code or (exc.type if isinstance(exc.type, str) else None),
         )
     return PermanentBackendError(f"{what}: {type(exc).__name__}: {scrub(str(exc))[:300]}")
 
@@ -72,7 +73,14 @@ def attempt_failure(response: httpx2.Response | None, error: Exception | None) -
 
 
 def openai_shaped(response: httpx2.Response) -> httpx2.Response:
-    """A 2xx chat reply as the openai client can read it, or the error status it stands for."""
+    """A 2xx chat reply as the openai client can read it, or the error status it stands for.
+
+    A 429 whose code says the quota is exhausted (``insufficient_quota``) is marked
+    ``x-should-retry: false``: the openai client retries every other 429 by itself, and no retry
+    refills a balance (``backend_error`` then stops the role: ``ProviderStop``)."""
+    if response.status_code == 429 and _quota_code(response) in QUOTA_CODES:
+        headers = {k: v for k, v in response.headers.items() if k.lower() != "x-should-retry"}
+        return httpx2.Response(429, headers={**headers, "x-should-retry": "false"}, content=response.content)
     if not response.is_success:
         return response
     try:
@@ -89,6 +97,14 @@ def openai_shaped(response: httpx2.Response) -> httpx2.Response:
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         return _malformed(response, "reply has no choices")
     return response
+
+
+def _quota_code(response: httpx2.Response) -> str | None:
+    try:
+        response.read()
+        return body_error_code(json.loads(response.content))
+    except ValueError:
+        return None
 
 
 def _malformed(response: httpx2.Response, message: str) -> httpx2.Response:

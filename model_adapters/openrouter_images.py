@@ -1,7 +1,11 @@
 """Image editing through chat completions with image output: Gemini image models on OpenRouter.
 
 The request is an ordinary chat completion — the image as a data-URI part, the instruction as
-text — with ``modalities: ["image", "text"]``; the edited image comes back in
+text — with ``modalities`` per model kind (openrouter.ai/docs image generation: "Models that
+output both text and images (e.g., Gemini): use ["image","text"] · Models that only output images
+(e.g., Sourceful, Flux): use ["image"]"): ``["image"]`` for the image-only families
+(``black-forest-labs/``, ``sourceful/``), ``["image", "text"]`` otherwise, or the ``modalities``
+option; the identity records it; the edited image comes back in
 ``choices[0].message.images[0].image_url.url`` as a data URI. A reply without an image is a
 refusal (``EditRefused`` with the model's text or finish reason, e.g. ``IMAGE_SAFETY``). It rides
 on the chat client, so endpoints, retries and token/cost accounting (OpenRouter reports
@@ -9,7 +13,7 @@ on the chat client, so endpoints, retries and token/cost accounting (OpenRouter 
 
 Options: those of ``openai-chat`` (``model``, ``base_url``, ``api_key_env``, ``prices``, …; default
 ``base_url`` https://openrouter.ai/api/v1 and ``api_key_env`` OPENROUTER_API_KEY) plus
-``image_config`` (e.g. ``{aspect_ratio: "4:3"}``) and ``max_tokens`` (default 8192).
+``image_config`` (e.g. ``{aspect_ratio: "4:3"}``), ``modalities`` and ``max_tokens`` (default 8192).
 """
 
 from __future__ import annotations
@@ -27,7 +31,14 @@ from model_adapters.openai_chat import OPTIONS as CHAT_OPTIONS
 from model_adapters.openai_chat import ChatClient, client_from_options
 from model_adapters.remote_editor import EditorUsage, finish
 
-OPTIONS = CHAT_OPTIONS | {"image_config", "max_tokens"}
+OPTIONS = CHAT_OPTIONS | {"image_config", "max_tokens", "modalities"}
+IMAGE_ONLY_FAMILIES = ("black-forest-labs/", "sourceful/")
+"""OpenRouter model-id prefixes of models that output only images (``modalities: ["image"]``)."""
+
+
+def modalities_for(model: str) -> list[str]:
+    """The ``modalities`` a model's requests carry (the module docstring)."""
+    return ["image"] if model.startswith(IMAGE_ONLY_FAMILIES) else ["image", "text"]
 
 
 class OpenRouterImageEditor:
@@ -36,17 +47,27 @@ class OpenRouterImageEditor:
     backend = "openrouter-image"
 
     def __init__(
-        self, client: ChatClient, *, image_config: Mapping[str, Any] | None = None, max_tokens: int = 8192
+        self,
+        client: ChatClient,
+        *,
+        image_config: Mapping[str, Any] | None = None,
+        max_tokens: int = 8192,
+        modalities: list[str] | None = None,
     ) -> None:
         self.client = client
         self.model = client.settings.model
+        self.modalities = list(modalities or modalities_for(self.model))
         self.name = f"openrouter-image:{self.model}"
         self.image_config = dict(image_config or {})
         self.max_tokens = max_tokens
         self.stats = EditorUsage()
 
     def identity(self) -> dict[str, Any]:
-        return {**self.client.settings.identity(self.backend), "image_config": dict(self.image_config)}
+        return {
+            **self.client.settings.identity(self.backend),
+            "image_config": dict(self.image_config),
+            "modalities": list(self.modalities),
+        }
 
     def usage(self) -> dict[str, Any]:
         chat = self.client.usage.as_dict()
@@ -71,7 +92,7 @@ class OpenRouterImageEditor:
                 ],
             }
         ]
-        extra: dict[str, Any] = {"modalities": ["image", "text"]}
+        extra: dict[str, Any] = {"modalities": list(self.modalities)}
         if self.image_config:
             extra["image_config"] = dict(self.image_config)
         params = GenerationParams(max_new_tokens=self.max_tokens, seed=seed)
@@ -104,6 +125,9 @@ def from_options(options: Mapping[str, Any], **client_kwargs: Any) -> OpenRouter
     opts = dict(options)
     image_config = opts.pop("image_config", None)
     max_tokens = int(opts.pop("max_tokens", 8192))
+    modalities = opts.pop("modalities", None)
+    if modalities is not None and modalities not in (["image"], ["image", "text"]):
+        raise OptionsError('openrouter-image: modalities must be ["image"] or ["image", "text"]')
     if image_config is not None and not isinstance(image_config, Mapping):
         raise OptionsError("openrouter-image: image_config must be a mapping, e.g. {aspect_ratio: '4:3'}")
     if "base_url" not in opts and "base_urls" not in opts:
@@ -113,4 +137,6 @@ def from_options(options: Mapping[str, Any], **client_kwargs: Any) -> OpenRouter
         del opts["api_key_env"]
     opts.setdefault("concurrency", 4)
     client = client_from_options(opts, "openrouter-image", **client_kwargs)
-    return OpenRouterImageEditor(client, image_config=image_config, max_tokens=max_tokens)
+    return OpenRouterImageEditor(
+        client, image_config=image_config, max_tokens=max_tokens, modalities=modalities
+    )

@@ -2,6 +2,11 @@
 
 ``HttpCaller.request`` sends one request with the retry policy (429 with Retry-After, 5xx,
 timeouts and dropped connections are retried) and maps failures into ``model_adapters.errors``.
+A *paid* request (``paid=True``: a submit the provider bills on acceptance) is retried only where
+the provider certainly did not take it — a 429, or a connection that was never made (connect
+error or connect/pool timeout). A 5xx or a read timeout after the request was sent may mean the
+job was created and billed, so it is never re-sent: ``SubmitUncertain`` says so (BFL's official
+client, ``src/bfl/_transport.py``, follows the same rule).
 ``EditorUsage`` counts edits, refusals, resizes and the cost the provider reports.
 """
 
@@ -18,10 +23,19 @@ import httpx
 from PIL import Image
 
 from model_adapters.endpoints import Endpoint, EndpointPool
-from model_adapters.errors import BackendError, EditRefused, OptionsError
+from model_adapters.errors import (
+    BackendError,
+    EditRefused,
+    OptionsError,
+    PermanentBackendError,
+    ProviderStop,
+    RateLimited,
+)
 from model_adapters.images import match_size
 from model_adapters.retry import RetryPolicy
 from model_adapters.transport import Scrubber, json_body, map_status, map_transport_error
+
+_UNCERTAIN = "the provider may have accepted (and billed) it, so it is not sent again"
 
 EDITOR_HTTP_OPTIONS = frozenset(
     {
@@ -34,6 +48,17 @@ EDITOR_HTTP_OPTIONS = frozenset(
         "backoff_max_s",
     }
 )
+
+
+class SubmitUncertain(PermanentBackendError):
+    """A paid submit got no usable answer after it was sent (5xx, read timeout, dropped reply):
+    the provider may have accepted and billed it, so it is not re-sent."""
+
+    kind = "submit_uncertain"
+
+
+_NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+"""httpx errors raised before a request reached the server (a paid request may be retried)."""
 
 
 class HttpCaller:
@@ -84,10 +109,11 @@ class HttpCaller:
         *,
         timeout_s: float,
         sleep: Callable[[float], None] = time.sleep,
+        concurrency: int = 4,
     ) -> HttpCaller:
-        """The caller a remote editor's options describe (concurrency 4 and ``timeout_s`` unless set)."""
+        """The caller a remote editor's options describe (``concurrency`` and ``timeout_s`` unless set)."""
         return cls(
-            concurrency=int(options.get("concurrency", 4)),
+            concurrency=int(options.get("concurrency", concurrency)),
             timeout_s=float(options.get("timeout_s", timeout_s)),
             retry=retry_policy(options, sleep),
             secrets=(key,),
@@ -99,16 +125,23 @@ class HttpCaller:
 
         return self.retry.call(lambda: self._once(method, url, what, **kwargs), on_retry=self.on_retry)
 
-    def request_json(self, method: str, url: str, what: str, **kwargs: Any) -> Any:
+    def request_json(self, method: str, url: str, what: str, *, paid: bool = False, **kwargs: Any) -> Any:
         """Like ``request`` but decodes the JSON reply inside the retried attempt (a malformed
-        reply is retried like a 5xx)."""
+        reply is retried like a 5xx). ``paid``: see the module docstring (never re-sent once it
+        may have been accepted)."""
 
         def attempt() -> Any:
-            return json_body(self._once(method, url, what, **kwargs), what)
+            response = self._once(method, url, what, paid=paid, **kwargs)
+            if not paid:
+                return json_body(response, what)
+            try:
+                return json_body(response, what)
+            except BackendError as exc:
+                raise SubmitUncertain(f"{exc}; {_UNCERTAIN}") from None
 
         return self.retry.call(attempt, on_retry=self.on_retry)
 
-    def _once(self, method: str, url: str, what: str, **kwargs: Any) -> httpx.Response:
+    def _once(self, method: str, url: str, what: str, *, paid: bool = False, **kwargs: Any) -> httpx.Response:
         with self._slots:
             endpoint = None
             primary = self.pool.endpoints[0].url if self.pool is not None else None
@@ -122,10 +155,14 @@ class HttpCaller:
                 except httpx.HTTPError as exc:
                     error = map_transport_error(exc, what, self.scrub)
                     failure = error.kind
+                    if paid and not isinstance(exc, _NEVER_SENT):
+                        raise SubmitUncertain(f"{error}; {_UNCERTAIN}") from None
                     raise error from None
                 if response.status_code >= 400:
                     error = map_status(response, what, self.scrub, key_env=self.key_env)
                     failure = error.kind
+                    if paid and error.retryable and not isinstance(error, RateLimited):
+                        raise SubmitUncertain(f"{error}; {_UNCERTAIN}")
                     raise error
                 return response
             finally:
@@ -159,7 +196,15 @@ class EditorUsage:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.counts = {"edits": 0, "refused": 0, "failures": 0, "retries": 0, "resized": 0, "polls": 0}
+        self.counts = {
+            "edits": 0,
+            "refused": 0,
+            "failures": 0,
+            "retries": 0,
+            "resubmits": 0,
+            "resized": 0,
+            "polls": 0,
+        }
         self.cost: float | None = None
         self.tokens = {"input_tokens": 0, "output_tokens": 0}
 
@@ -183,6 +228,17 @@ class EditorUsage:
         if isinstance(usd, (int, float)) and not isinstance(usd, bool):
             with self._lock:
                 self.cost = (self.cost or 0.0) + float(usd)
+
+    def check_ceiling(self, ceiling: float | None, name: str) -> None:
+        """Before a paid call: ``ProviderStop`` once the cost reported so far has reached
+        ``ceiling`` (USD). Calls already in flight finish (at most ``concurrency`` calls over)."""
+        with self._lock:
+            spent = self.cost or 0.0
+        if ceiling is not None and spent >= ceiling:
+            raise ProviderStop(
+                f"{name}: max_cost_usd {ceiling:.2f} reached ({spent:.2f} USD reported); "
+                "no new paid call is made"
+            )
 
     def add_tokens(self, usage: object) -> None:
         if isinstance(usage, Mapping):

@@ -4,6 +4,7 @@ Everything httpx raises or a server answers is mapped here, at the boundary, int
 ``model_adapters.errors`` hierarchy (cf. ``httpx._exceptions``):
 
 =====================================  ===========================================
+402; 429 ``insufficient_quota``        ``ProviderStop``: no credits / quota exhausted, no retry fixes it
 429                                    ``RateLimited`` (with the server's Retry-After)
 408, 5xx, 520-599                      ``TransientBackendError`` (endpoint counted down)
 timeouts                               ``Timeout``
@@ -32,6 +33,7 @@ from model_adapters.errors import (
     BadInput,
     OptionsError,
     PermanentBackendError,
+    ProviderStop,
     RateLimited,
     Timeout,
     TransientBackendError,
@@ -137,13 +139,28 @@ def map_status(
         f"{what}: HTTP {response.status_code}" + (f": {detail}" if detail else ""),
         retry_after=retry_after_seconds(response.headers),
         key_env=key_env,
+        code=error_code(response),
     )
 
 
+QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
+"""OpenAI's 429 error codes/types for a spent balance or quota: "You exceeded your current quota"."""
+
+
 def error_for_status(
-    status: int, text: str, *, retry_after: float | None = None, key_env: str | None = None
+    status: int,
+    text: str,
+    *,
+    retry_after: float | None = None,
+    key_env: str | None = None,
+    code: str | None = None,
 ) -> BackendError:
-    """The error an HTTP status stands for (the table in this module's docstring)."""
+    """The error an HTTP status stands for (the table in this module's docstring); ``code`` is the
+    body's ``error.code`` / ``error.type`` (OpenAI's ``insufficient_quota`` 429 is no rate limit)."""
+    if status == 402:
+        return ProviderStop(f"{text} (the provider says the account has no credits left)")
+    if status == 429 and code in QUOTA_CODES:
+        return ProviderStop(f"{text} (the provider says the quota is exhausted: {code})")
     if status == 429:
         return RateLimited(text, retry_after)
     if status == 408 or status >= 500:
@@ -167,6 +184,23 @@ def json_body(response: httpx.Response, what: str) -> Any:
         return response.json()
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
         raise MalformedReply(f"{what}: reply is not valid JSON ({len(response.content)} bytes)") from None
+
+
+def error_code(response: httpx.Response) -> str | None:
+    """``error.code`` (else ``error.type``) of an OpenAI-style error body, if any."""
+    try:
+        body = response.json()
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
+        return None
+    return body_error_code(body)
+
+
+def body_error_code(body: object) -> str | None:
+    err = body.get("error") if isinstance(body, Mapping) else None
+    if isinstance(err, Mapping):
+        value = err.get("code") or err.get("type")
+        return str(value) if value is not None else None
+    return None
 
 
 def _error_message(response: httpx.Response) -> str:

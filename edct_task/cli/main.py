@@ -13,6 +13,7 @@
 ``edct export-counterfactuals RUN_DIR --out DIR``    verified counterfactual pairs as training data
 ``edct report PATH… --out DIR``   the paper's tables, Fig. 5 and report.json from runs and bundles
 ``edct submit RUN --out FILE``    one run as a verifiable leaderboard bundle
+``edct hub-benchmark OUT --dataset-id ORG/NAME``   the Hub benchmark repo (eval.yaml) eval-results name
 ``edct leaderboard BUNDLE… --out DIR``   bundles verified by recomputation, ranked per setup track
 ``edct audit RUN --out DIR``  a static HTML audit report of a run (opens from file://)
 ``edct annotate RUN --annotator NAME``   local web app for the human validation of interventions
@@ -41,6 +42,7 @@ from typing import NoReturn
 
 from edct_task.core.errors import UserError
 from edct_task.engine.storage import StorageError
+from model_adapters.errors import ProviderStop
 
 COMMANDS = (
     "run",
@@ -54,6 +56,7 @@ COMMANDS = (
     "bench",
     "report",
     "submit",
+    "hub_benchmark",
     "leaderboard",
     "audit",
     "annotate",
@@ -108,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     except StorageError as exc:
         print(exc.advice(), file=sys.stderr)
         return 1
+    except ProviderStop as exc:  # no credits, quota exhausted, max_cost_usd reached: exit 3
+        print(exc.line(), file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         print(
             "edct: interrupted; finished calls are cached, rerun the same command to resume", file=sys.stderr

@@ -32,7 +32,7 @@ from model_adapters.contracts import (
     TextModel,
     VisionChatModel,
 )
-from model_adapters.errors import BackendError
+from model_adapters.errors import BackendError, ProviderStop
 from model_adapters.images import RESIZE_INFO_KEY
 from verification.check import EditCheck, GateParams, check_edit
 from verification.localization import MaskProvider
@@ -81,10 +81,13 @@ def failure(stage: str, exc: BaseException) -> Failure:
     """An exception from a backend call as our ``Failure`` (unknown kinds are logged).
 
     A full or read-only disk is no sample's failure: it is raised as ``StorageError`` and stops
-    the run."""
+    the run; so is a provider's refusal of every further paid call (``ProviderStop``: no credits,
+    an exhausted quota, the run's cost ceiling)."""
     stop = storage_error(exc)
     if stop is not None:
         raise stop from exc
+    if isinstance(exc, ProviderStop):
+        raise exc
     if isinstance(exc, BackendError):
         return Failure(exc.kind, str(exc))
     log.warning("%s request failed with an unexpected %s: %s", stage, type(exc).__name__, exc)

@@ -13,6 +13,13 @@ Format (https://huggingface.co/docs/hub/eval-results): a YAML list of entries ::
         name: …
       notes: "…"                 # optional: details about the evaluation setup
 
+A file reaches a leaderboard only when ``dataset.id`` is a registered *benchmark*: a Hub dataset
+repo with an ``eval.yaml`` at its root (``name``, ``description``, ``evaluation_framework``,
+``tasks: [{id, config, split}]``, validated by the Hub at push time, then allow-listed) whose task
+ids are the entries' ``task_id``s. ``edct hub-benchmark OUT`` writes that repository
+(``write_benchmark_repo``): ``eval.yaml`` with one task per metric name, exactly the ``task_id``s
+written here, and a README card; ``eval_yaml_problems`` is the documented schema.
+
 ``edct submit --eval-results DIR`` writes one file per metric and setup (the Hub keeps variants
 of one benchmark apart by file), its ``notes`` naming the setup (judge, editor, extractor, k,
 thresholds, setup id, dataset manifest and size, bundle digest). ``edct leaderboard
@@ -35,6 +42,19 @@ from edct_task.reporting.setup import setup_id, setup_label
 from edct_task.scoring.metrics import METRIC_NAMES
 
 FOLDER = ".eval_results"
+EVALUATION_FRAMEWORK = "edct-bench"
+"""The ``evaluation_framework`` of the benchmark's ``eval.yaml`` and of every entry ("should be the
+same as the one in the eval.yaml", hub-docs eval-results)."""
+EVAL_YAML_KEYS = frozenset({"name", "description", "evaluation_framework", "tasks"})
+TASK_KEYS = frozenset({"id", "config", "split"})
+_METRIC_TEXT = {
+    "ccs_binary": "CCS with the binary judge: PCS x NCC over the verified counterfactual chains",
+    "ccs_graded": "CCS with the graded (1-5) judge",
+    "ac_k1": "answer change after the first verified edit",
+    "ef_k1": "explanation faithfulness after the first verified edit",
+    "ac_k2": "answer change after the second verified edit",
+    "ef_k2": "explanation faithfulness after the second verified edit",
+}
 ENTRY_KEYS = frozenset({"dataset", "value", "verifyToken", "date", "source", "evaluation_framework", "notes"})
 DATASET_KEYS = frozenset({"id", "task_id", "revision"})
 SOURCE_KEYS = frozenset({"url", "name", "user", "org"})
@@ -126,6 +146,7 @@ def entries_for(
         entry: dict[str, Any] = {"dataset": ds, "value": round(float(estimate), 6), "date": date}
         if source_url:
             entry["source"] = {"url": source_url, "name": f"EDCT bundle {str(meta.get('digest'))[:12]}"}
+        entry["evaluation_framework"] = EVALUATION_FRAMEWORK
         entry["notes"] = notes_for(meta)
         out[f"edct_{name}_{sid}.yaml"] = [entry]
     return out
@@ -203,3 +224,111 @@ def read_eval_results(paths: list[Path]) -> tuple[list[dict[str, Any]], list[dic
                     }
                 )
     return entries, rejected
+
+
+def benchmark_eval_yaml(*, name: str, config: str = "default", split: str = "test") -> dict[str, Any]:
+    """The benchmark's ``eval.yaml``: one task per EDCT metric, its id the metric name (the
+    ``task_id`` of every ``.eval_results`` entry ``edct submit`` writes)."""
+    description = (
+        "EDCT (Explanation-Driven Counterfactual Testing) measures whether a vision-language "
+        "model's explanations are faithful: the concepts an explanation cites are edited out of "
+        "the image by verified counterfactual edits, and the model's answer and explanation are "
+        "judged again. Tasks: " + "; ".join(f"{m}: {_METRIC_TEXT[m]}" for m in METRIC_NAMES) + "."
+    )
+    return {
+        "name": name,
+        "description": description,
+        "evaluation_framework": EVALUATION_FRAMEWORK,
+        "tasks": [{"id": metric, "config": config, "split": split} for metric in METRIC_NAMES],
+    }
+
+
+def eval_yaml_problems(data: Any) -> list[str]:
+    """Every way ``data`` departs from the documented ``eval.yaml`` (hub-docs ``eval-results.md``,
+    "Registering a Benchmark"): strings ``name``, ``description``, ``evaluation_framework``; a
+    non-empty ``tasks`` list of ``{id, config, split}`` strings with distinct ids."""
+    if not isinstance(data, Mapping):
+        return ["eval.yaml must hold a mapping"]
+    problems = [
+        f"{key} is required (a non-empty string)"
+        for key in ("name", "description", "evaluation_framework")
+        if not isinstance(data.get(key), str) or not data[key].strip()
+    ]
+    unknown = sorted(set(map(str, data)) - EVAL_YAML_KEYS)
+    if unknown:
+        problems.append(f"unknown field(s) {', '.join(unknown)}")
+    tasks = data.get("tasks")
+    if not isinstance(tasks, list) or not tasks:
+        return [*problems, "tasks is required (a non-empty list)"]
+    ids = []
+    for i, task in enumerate(tasks):
+        if not isinstance(task, Mapping):
+            problems.append(f"task {i}: not a mapping")
+            continue
+        for key in ("id", "config", "split"):
+            if not isinstance(task.get(key), str) or not task[key]:
+                problems.append(f"task {i}: {key} is required (a string)")
+        extra = sorted(set(map(str, task)) - TASK_KEYS)
+        if extra:
+            problems.append(f"task {i}: unknown field(s) {', '.join(extra)}")
+        ids.append(task.get("id"))
+    if len(set(map(str, ids))) != len(ids):
+        problems.append("task ids must be distinct")
+    return problems
+
+
+def benchmark_card(dataset_id: str, eval_yaml: Mapping[str, Any]) -> str:
+    """The benchmark repo's README (dataset card): what it measures and how results reach it."""
+    rows = "\n".join(f"| `{t['id']}` | {_METRIC_TEXT[t['id']]} |" for t in eval_yaml["tasks"])
+    first = eval_yaml["tasks"][0]
+    front = yaml.safe_dump(
+        {
+            "pretty_name": eval_yaml["name"],
+            "tags": ["benchmark", "evaluation", "vision-language", "faithfulness"],
+        },
+        sort_keys=False,
+    )
+    return f"""---
+{front}---
+
+# {eval_yaml["name"]}
+
+{eval_yaml["description"]}
+
+Each task of [`eval.yaml`](eval.yaml) is one EDCT metric; a model repo's
+`.eval_results/*.yaml` entries name this dataset (`dataset.id: {dataset_id}`) and the metric as
+`task_id` (config `{first["config"]}`, split `{first["split"]}`):
+
+| task id | metric |
+|---|---|
+{rows}
+
+## Adding a model's results
+
+```bash
+edct run --config run.yaml                      # or lmms-eval with the edct tasks
+edct submit runs/my-model --out my-model.edct.zip \\
+  --eval-results path/to/model-repo --dataset-id {dataset_id}
+```
+
+`edct submit` writes one `.eval_results/edct_<metric>_<setup>.yaml` per metric and setup into
+the model repo (its `notes` name the judge, editor and thresholds); open a pull request with them
+on the model's Hub repo. The Hub validates this `eval.yaml` at push time; benchmarks are shown
+as leaderboards once allow-listed (beta).
+"""
+
+
+def write_benchmark_repo(
+    out: Path, *, dataset_id: str, name: str, config: str = "default", split: str = "test"
+) -> list[Path]:
+    """Write ``eval.yaml`` and ``README.md`` of the benchmark dataset repo into ``out``."""
+    from edct_task.engine.files import atomic_write
+
+    spec = benchmark_eval_yaml(name=name, config=config, split=split)
+    problems = eval_yaml_problems(spec)
+    if problems:  # our own output must be valid; a failure here is a bug, not a user error
+        raise AssertionError(f"eval.yaml: {problems}")
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write(out / "eval.yaml", yaml.safe_dump(spec, sort_keys=False, allow_unicode=True, width=100))
+    atomic_write(out / "README.md", benchmark_card(dataset_id, spec))
+    return [out / "eval.yaml", out / "README.md"]

@@ -14,7 +14,7 @@ from support.edct_runs import records, write_edct_run
 
 from edct_task.cli.main import main
 from edct_task.leaderboard.bundle import read_bundle
-from edct_task.leaderboard.eval_results import read_eval_results, schema_problems
+from edct_task.leaderboard.eval_results import eval_yaml_problems, read_eval_results, schema_problems
 from edct_task.scoring.metrics import METRIC_NAMES
 
 DOCUMENTED_FULL = """
@@ -68,7 +68,8 @@ def test_submit_writes_one_valid_file_per_metric_and_the_board_reads_them_apart(
         data = yaml.safe_load(f.read_text())
         assert schema_problems(data) == [], f
         (entry,) = data
-        assert set(entry) <= {"dataset", "value", "date", "source", "notes"}
+        assert set(entry) <= {"dataset", "value", "date", "source", "evaluation_framework", "notes"}
+        assert entry["evaluation_framework"] == "edct-bench"  # the same as the benchmark's eval.yaml
         by_task[entry["dataset"]["task_id"]] = entry
         assert f.name.startswith(f"edct_{entry['dataset']['task_id']}_")  # one file per metric and setup
     assert set(by_task) == set(METRIC_NAMES)
@@ -101,3 +102,53 @@ def test_eval_results_needs_a_dataset_id(tmp_path, capsys):
     assert "--eval-results needs --dataset-id" in capsys.readouterr().err
     assert main([*args, "--dataset-id", "x/y"]) == 2
     assert "go with --eval-results DIR" in capsys.readouterr().err
+
+
+# hub-docs docs/hub/eval-results.md, "Registering a Benchmark": the documented eval.yaml example.
+DOCUMENTED_EVAL_YAML = """
+name: Humanity's Last Exam
+description: >
+  Humanity's Last Exam (HLE) is a multi-modal benchmark at the frontier of human knowledge.
+evaluation_framework: inspect-ai
+tasks:
+  - id: hle
+    config: default
+    split: test
+"""
+
+
+def test_the_documented_eval_yaml_is_valid_and_broken_ones_are_not():
+    assert eval_yaml_problems(yaml.safe_load(DOCUMENTED_EVAL_YAML)) == []
+    broken = {"name": "x", "tasks": [{"id": "a", "config": "default"}, {"id": "a", "split": "t", "x": 1}]}
+    problems = eval_yaml_problems(broken)
+    assert "description is required (a non-empty string)" in problems
+    assert "task 0: split is required (a string)" in problems and "task ids must be distinct" in problems
+    assert eval_yaml_problems({"name": "x"})[-1] == "tasks is required (a non-empty list)"
+
+
+def test_hub_benchmark_writes_the_benchmark_that_submitted_results_name(tmp_path, capsys):
+    """The eval.yaml validates against the documented schema, and its task ids are exactly the
+    ``task_id``s ``edct submit --eval-results`` writes (so the files reach its leaderboard)."""
+    out = tmp_path / "edct-bench"
+    assert main(["hub-benchmark", str(out), "--dataset-id", "edct/edct-bench", "--split", "test"]) == 0
+    spec = yaml.safe_load((out / "eval.yaml").read_text())
+    assert eval_yaml_problems(spec) == [] and spec["evaluation_framework"] == "edct-bench"
+    write_edct_run(tmp_path / "run", records(0.6, n=4))
+    repo = tmp_path / "model-repo"
+    args = [
+        "submit",
+        str(tmp_path / "run"),
+        "--out",
+        str(tmp_path / "a.edct.zip"),
+        "--eval-results",
+        str(repo),
+    ]
+    assert main([*args, "--dataset-id", "edct/edct-bench"]) == 0
+    entries = [yaml.safe_load(f.read_text())[0] for f in (repo / ".eval_results").glob("*.yaml")]
+    assert sorted(e["dataset"]["task_id"] for e in entries) == sorted(t["id"] for t in spec["tasks"])
+    assert {e["evaluation_framework"] for e in entries} == {spec["evaluation_framework"]}
+    card = (out / "README.md").read_text()
+    assert card.startswith("---\npretty_name: EDCT-Bench\n") and "dataset.id: edct/edct-bench" in card
+    capsys.readouterr()
+    assert main(["hub-benchmark", str(out), "--dataset-id", "not an id"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1

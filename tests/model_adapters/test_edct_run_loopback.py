@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from support.loopback import CalibrationWorld, FaultPlan, Loopback
+from support.loopback import CHAT_FAULTS, CalibrationWorld, FaultPlan, Loopback
 
 from edct_task.config import calibration_config, config_from_dict
 from edct_task.run.runner import run
@@ -143,7 +143,7 @@ def _editor_role(kind: str, url: str) -> dict:
             **common,
         }
     if kind == "openai-images":
-        return {"backend": "openai-images", "model": "gpt-image-1", "base_url": url + "/v1", **common}
+        return {"backend": "openai-images", "model": "gpt-image-1.5", "base_url": url + "/v1", **common}
     chat = {k: v for k, v in common.items() if not k.startswith("backoff_")}  # the client backs off
     return {
         "backend": "openrouter-image",
@@ -153,10 +153,17 @@ def _editor_role(kind: str, url: str) -> dict:
     }
 
 
+def _editor_faults(kind: str) -> tuple[str, ...]:
+    """The faults a retry recovers from. A BFL submit is paid: after a 5xx, a stall or a dropped
+    reply it may have been accepted, so it is never re-sent (BFL's official client,
+    ``src/bfl/_transport.py``); only a 429 is retried. The loopback injects faults on POSTs."""
+    return ("rate_limited",) if kind == "bfl" else CHAT_FAULTS
+
+
 @pytest.mark.parametrize("kind", ["bfl", "openai-images", "openrouter-image"])
 def test_http_editors_with_faults_give_the_reference_records(kind, reference, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("EDCT_LOOPBACK_KEY", KEY)
-    faults = FaultPlan(rate=0.2, max_consecutive=2, stall_s=4.0)
+    faults = FaultPlan(rate=0.2, max_consecutive=2, stall_s=4.0, kinds=_editor_faults(kind))
     with Loopback(CalibrationWorld(BEHAVIOR), faults=faults, api_key=KEY) as server:
         config = _config(
             tmp_path / kind, {"editor": _editor_role(kind, server.url)}, reference.output_dir / "cache"
@@ -187,7 +194,7 @@ def test_moderated_first_attempts_and_faults_end_with_the_reference_scores(
     """BFL with ~20% random faults plus ~30% of first attempts moderated: every moderated edit is
     recorded as a refusal and retried with a new seed, and the run ends with the reference scores."""
     monkeypatch.setenv("EDCT_LOOPBACK_KEY", KEY)
-    faults = FaultPlan(rate=0.2, max_consecutive=2, stall_s=4.0)
+    faults = FaultPlan(rate=0.2, max_consecutive=2, stall_s=4.0, kinds=_editor_faults("bfl"))
     world = CalibrationWorld(BEHAVIOR)
     with Loopback(
         world, faults=faults, api_key=KEY, moderate=0.3, moderate_first_attempts_only=True

@@ -10,7 +10,7 @@ from support.loopback import CalibrationWorld, FaultPlan, Loopback, openai_retry
 
 from edct_task.calibration import SceneEditor, generate_samples
 from model_adapters import bfl_editor, openai_images, openrouter_images
-from model_adapters.errors import EditRefused, OptionsError, TransientBackendError
+from model_adapters.errors import EditRefused, OptionsError, PermanentBackendError
 from model_adapters.factories import FACTORIES
 from model_adapters.images import RESIZE_INFO_KEY
 
@@ -57,7 +57,7 @@ def _editor(kind: str, url: str, monkeypatch, sleeps: Sleeps | None = None, **ex
         return bfl_editor.from_options({"model": "flux-2-max", "base_url": url, **common}, sleep=sleep)
     if kind == "openai-images":
         return openai_images.from_options(
-            {"model": "gpt-image-1", "base_url": url + "/v1", **common}, sleep=sleep
+            {"model": "gpt-image-1.5", "base_url": url + "/v1", **common}, sleep=sleep
         )
     return openrouter_images.from_options(
         {"model": "google/gemini-3-pro-image-preview", "base_url": url + "/v1", **common}
@@ -137,23 +137,28 @@ def test_bfl_polls_then_downloads_the_signed_url_without_the_key(world, case, mo
     with Loopback(world, api_key=KEY) as server:
         editor = _editor("bfl", server.url, monkeypatch, sleeps, poll_interval_s=0.5, poll_max_interval_s=0.6)
         editor.edit(image, instruction, seed=5)
-        submit, *polls, download = server.headers_seen
+        submit, *polls, redirect, download = server.headers_seen
     assert submit["x-key"] == KEY and all(p["x-key"] == KEY for p in polls)
-    assert "x-key" not in download and "Authorization" not in download
-    assert server.requests["/v1/get_result"] == 2 == editor.usage()["polls"]
+    for hop in (redirect, download):  # the delivery URL redirects (307); followed without the key
+        assert "x-key" not in hop and "Authorization" not in hop
+    assert server.requests["/eu2/v1/get_result"] == 2 == editor.usage()["polls"]  # the regional URL, as given
+    hops = [p.split("/")[1] for p in server.requests if not p.startswith(("/v1/", "/eu2/"))]
+    assert sorted(hops) == ["delivery", "redirect"] and server.requests["/v1/get_result"] == 0
     assert sleeps.waits == [0.5, 0.6]  # the poll interval grows up to its cap
     body = server.bodies  # (chat bodies only: none here)
     assert body == []
 
 
-def test_bfl_job_error_resubmits_once_then_fails(world, case, monkeypatch) -> None:
+def test_bfl_job_error_fails_without_a_second_paid_submit(world, case, monkeypatch) -> None:
+    """BFL's ``Error`` is the job's failure (official client ``_jobs.py``: ``BFLTaskError``); the
+    job was billed, so it is not submitted again (the old adapter resubmitted it)."""
     image, _ = case
     impossible = "Keep: all.\nChange: remove the giraffe.\nHow: -\nConstraints: -"
     with Loopback(world, api_key=KEY) as server:
         editor = _editor("bfl", server.url, monkeypatch)
-        with pytest.raises(TransientBackendError, match="job Error"):
+        with pytest.raises(PermanentBackendError, match=r"failed \(Error\)"):
             editor.edit(image, impossible, seed=1)
-    assert server.requests["/v1/flux-2-max"] == 2 and editor.usage()["failures"] == 1
+    assert server.requests["/v1/flux-2-max"] == 1 and editor.usage()["failures"] == 1
 
 
 def test_bfl_sends_the_size_for_flux2_models(world, case, monkeypatch) -> None:
@@ -173,11 +178,13 @@ def test_bfl_sends_the_size_for_flux2_models(world, case, monkeypatch) -> None:
     assert (
         (seen["width"], seen["height"]) == (384, 288) and seen["seed"] == 9 and seen["safety_tolerance"] == 2
     )
+    assert seen["prompt_upsampling"] is False  # FLUX.2 defaults it to true: BFL would rewrite the edit
     assert editor.identity() == {
         "backend": "bfl",
         "model": "flux-2-max",
         "send_size": True,
-        "extra": {"safety_tolerance": 2},
+        "prompt_upsampling": False,
+        "extra": {"safety_tolerance": 2, "prompt_upsampling": False},
     }
 
 

@@ -7,9 +7,25 @@ One ``ThreadingHTTPServer`` on 127.0.0.1 serves, by path:
   ``SceneEditor`` edits the image and the reply carries it in ``message.images`` (OpenRouter).
 - ``GET /v1/models`` (health check).
 - ``POST /v1/images/edits`` (OpenAI images, multipart) → ``SceneEditor``, ``b64_json`` reply.
-- BFL: ``POST /v1/<model>`` → ``{id, polling_url}``; ``GET /v1/get_result?id=`` → Pending, then
-  Ready with a signed ``sample`` URL; ``GET /delivery/<id>.png?sig=`` → the image (404 after the
-  first download, like an expiring signed URL).
+- BFL: ``POST /v1/<model>`` → ``{id, polling_url, cost}`` (docs.bfl.ai FLUX.2 reference: ``cost`` in
+  credits); the polling URL is *regional* (``/eu2/v1/get_result?id=``: BFL returns
+  ``api.eu2.bfl.ai`` and says "always use the polling_url returned"); polls answer Pending, then
+  Ready with a signed ``sample`` URL that redirects (307) to ``/delivery/<id>.png?sig=`` (BFL's
+  official client downloads with ``follow_redirects=True``), 404 after the first download, like an
+  expiring signed URL. An unknown id is HTTP 200 with status ``Task not found`` (docs.bfl.ml
+  ``get-result``: 200 ``ResultResponse`` or 422, statuses ``Ready, Pending, Request Moderated,
+  Content Moderated, Task not found, Error``); ``bfl_status`` forces another status (an API change).
+  ``bfl_lose_jobs`` forgets the first n jobs (BFL: the job is gone); ``bfl_accept_then`` creates and
+  bills the job and then answers ``502`` or stalls past the client's read timeout (the case BFL's
+  official client ``src/bfl/_transport.py`` refuses to resubmit); past ``bfl_credits`` accepted jobs a
+  submit answers 402 (docs.bfl.ml ``errors.md``: insufficient credits).
+- OpenAI quota: ``quota_exhausted`` answers every POST with 429 ``insufficient_quota`` ("You
+  exceeded your current quota", OpenAI's error object ``{message, type, code}``).
+- Model ids: ``POST /v1/images/edits`` refuses a model the installed openai SDK lists as shut down
+  or retired (``openai/types/image_model.py``) with 404 ``model_not_found`` (OpenAI's error object;
+  the exact status for a retired id is not in the SDK).
+- Reasoning: vLLM 0.33 returns it as ``message.reasoning`` (``ChatMessage`` in
+  ``vllm/entrypoints/openai/chat_completion/protocol.py``; ``reasoning_content`` is deprecated).
 
 Faults are deterministic: a request is identified by its body (plus path), and the n-th time the
 same request arrives it fails when ``hash(body, n)`` falls under ``rate`` and fewer than
@@ -41,6 +57,7 @@ from PIL.PngImagePlugin import PngInfo
 
 from model_adapters.contracts import ChatMessage, GenerationParams
 from model_adapters.errors import BackendError, BadInput, EditRefused
+from model_adapters.openai_images import retired_image_models
 
 CHAT_FAULTS = ("rate_limited", "server_error", "timeout", "malformed", "dropped")
 
@@ -171,6 +188,12 @@ class Loopback(ThreadingHTTPServer):
         down: bool = False,
         latency_s: float = 0.0,
         structured: bool = True,
+        quota_exhausted: bool = False,
+        bfl_credits: int | None = None,
+        bfl_status: str | None = None,
+        bfl_lose_jobs: int = 0,
+        bfl_accept_then: str | None = None,
+        bfl_cost: float = 3.0,
     ) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.world = world
@@ -188,6 +211,16 @@ class Loopback(ThreadingHTTPServer):
         self.structured = structured
         """Honour ``response_format`` json_schema (like vLLM); False: reject it with a 400 (like a
         server without structured output)."""
+        self.quota_exhausted = quota_exhausted
+        self.bfl_credits = bfl_credits
+        """Jobs the account can still pay for (None: unlimited)."""
+        self.bfl_status = bfl_status
+        self.bfl_lose_jobs = bfl_lose_jobs
+        self.bfl_accept_then = bfl_accept_then
+        """``server_error`` / ``read_timeout``: the submit is accepted (and billed) first."""
+        self.bfl_cost = bfl_cost
+        self.bfl_billed = 0.0
+        """Credits of every job BFL accepted (what the account would be charged)."""
         self.requests: Counter = Counter()
         self.bodies: list[dict[str, Any]] = []
         self.chats: list[list[tuple[str, str]]] = []
@@ -304,8 +337,11 @@ class _Handler(BaseHTTPRequestHandler):
         if parts.path == "/v1/models":  # like vLLM with --api-key, the listing needs the key
             if self._authorised():
                 self._json(200, {"object": "list", "data": [{"id": "loopback"}]})
-        elif parts.path == "/v1/get_result":
+        elif parts.path in ("/v1/get_result", "/eu2/v1/get_result"):
             self._bfl_poll(urllib.parse.parse_qs(parts.query).get("id", [""])[0])
+        elif parts.path.startswith("/redirect/"):
+            target = parts.path.replace("/redirect/", "/delivery/", 1) + "?" + parts.query
+            self._send(307, b"", "text/plain", {"Location": target})
         elif parts.path.startswith("/delivery/"):
             self._bfl_download(parts)
         else:
@@ -320,6 +356,22 @@ class _Handler(BaseHTTPRequestHandler):
         if not self._authorised():
             return
         path = urllib.parse.urlsplit(self.path).path
+        if self.server.quota_exhausted:
+            quota = {
+                "message": "You exceeded your current quota, please check your plan and billing details.",
+                "type": "insufficient_quota",
+                "param": None,
+                "code": "insufficient_quota",
+            }
+            self._json(429, {"error": quota})
+            return
+        if path.startswith(("/v1/flux", "/v1/bfl-")) and self.server.bfl_credits is not None:
+            with self.server.lock:
+                broke = self.server.bfl_credits <= 0
+                self.server.bfl_credits -= 0 if broke else 1
+            if broke:
+                self._json(402, {"detail": "Insufficient credits"})
+                return
         if self._fault(body):
             return
         if path == "/v1/chat/completions":
@@ -388,7 +440,7 @@ class _Handler(BaseHTTPRequestHandler):
                     return
                 message["content"] = structured_reply(schema["name"], message["content"])
         if self.server.reasoning and message.get("content"):
-            message["reasoning_content"] = "The user wants an answer. Let me look at the evidence carefully."
+            message["reasoning"] = "The user wants an answer. Let me look at the evidence carefully."
         prompt_chars = sum(len(json.dumps(m)) for m in messages)
         usage: dict[str, Any] = {
             "prompt_tokens": prompt_chars // 4,
@@ -416,6 +468,16 @@ class _Handler(BaseHTTPRequestHandler):
         for part in msg.iter_parts():
             name = part.get_param("name", header="content-disposition")
             fields[name] = part.get_payload(decode=True)
+        model = fields.get("model", b"").decode()
+        if model in retired_image_models():
+            error = {
+                "message": f"The model `{model}` does not exist or you do not have access to it.",
+                "type": "invalid_request_error",
+                "param": "model",
+                "code": "model_not_found",
+            }
+            self._json(404, {"error": error})
+            return
         image = open_image(fields["image"] if "image" in fields else fields["image[]"])
         prompt = fields["prompt"].decode()
         if self.server.moderated(body):
@@ -464,9 +526,21 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 record["status"] = "Ready"
                 record["png"] = png(edited)
-        with self.server.lock:
-            self.server.bfl_jobs[job] = record
-        self._json(200, {"id": job, "polling_url": f"{self.server.url}/v1/get_result?id={job}"})
+        server = self.server
+        with server.lock:
+            server.bfl_billed += server.bfl_cost
+            if server.bfl_lose_jobs > 0:
+                server.bfl_lose_jobs -= 1  # accepted, then gone
+            else:
+                server.bfl_jobs[job] = record
+        if server.bfl_accept_then == "server_error":
+            self._json(502, {"detail": "Bad gateway"})
+            return
+        if server.bfl_accept_then == "read_timeout":
+            time.sleep(server.faults.stall_s)
+            return
+        polling_url = f"{server.url}/eu2/v1/get_result?id={job}"
+        self._json(200, {"id": job, "polling_url": polling_url, "cost": server.bfl_cost})
 
     def _bfl_poll(self, job: str) -> None:
         with self.server.lock:
@@ -474,14 +548,17 @@ class _Handler(BaseHTTPRequestHandler):
             if record is not None:
                 record["polls"] += 1
         if record is None:
-            self._json(404, {"detail": "Task not found"})
+            self._json(200, {"id": job, "status": "Task not found", "result": None})
+            return
+        if self.server.bfl_status is not None:
+            self._json(200, {"id": job, "status": self.server.bfl_status, "result": None})
             return
         if record["polls"] < 2:
             self._json(200, {"id": job, "status": "Pending", "result": None, "progress": 0.5})
             return
         status = record["status"]
         if status == "Ready":
-            sample = f"{self.server.url}/delivery/{job}.png?se=2099&sig=s3cr3tsignature"
+            sample = f"{self.server.url}/redirect/{job}.png?se=2099&sig=s3cr3tsignature"
             self._json(200, {"id": job, "status": "Ready", "result": {"sample": sample, "seed": 1}})
         else:
             self._json(
@@ -537,7 +614,7 @@ def served_roles_config(path: Path, url: str, key_env: str, **extra: Any) -> Pat
         edit_parser=chat,
         editor={
             "backend": "openai-images",
-            "model": "gpt-image-1",
+            "model": "gpt-image-1.5",
             "base_url": f"{url}/v1",
             "api_key_env": key_env,
         },
