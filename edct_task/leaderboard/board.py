@@ -42,16 +42,22 @@ from edct_task.leaderboard.verify import DEFAULT_SCORING, BoardScoring, Rejected
 from edct_task.reporting.setup import setup_label
 from edct_task.reporting.tables import interval_cell
 from edct_task.scoring.metrics import CCS_BINARY, METRIC_NAMES
-from edct_task.text_safety import csv_number, reveal, reveal_line
+from edct_task.text_safety import csv_number, csv_text, reveal_line
 
 RANK_METRIC = CCS_BINARY
 
 
-def rank_entries(entries: Sequence[Verified]) -> list[dict[str, Any]]:
-    """Entries of one track with rank (1 = best; ties share) and rank range from CI overlap."""
+def rank_entries(
+    entries: Sequence[Verified], board_numbers: dict[str, dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """Entries of one track with rank (1 = best; ties share) and rank range from CI overlap.
+
+    The rank uses the board's own verified score: the CCS_binary it recomputed from the records,
+    or, where it re-judged the entry (``board_numbers``, digest → numbers), its own judge's."""
     rows = []
     for e in entries:
         m = e.summary["overall"]["metrics"]
+        own = (board_numbers or {}).get(e.digest)
         rows.append(
             {
                 "bundle": str(e.bundle),
@@ -62,15 +68,16 @@ def rank_entries(entries: Sequence[Verified]) -> list[dict[str, Any]]:
                 **{name: m[name] for name in METRIC_NAMES},
                 "counts": e.summary["overall"]["counts"],
                 "digest": e.digest,
+                "_rank_by": own[RANK_METRIC] if own and RANK_METRIC in own else m[RANK_METRIC],
             }
         )
 
     def est(r: dict[str, Any]) -> float:
-        v = r[RANK_METRIC]["estimate"]
+        v = r["_rank_by"]["estimate"]
         return -1.0 if v is None else v
 
     def bounds(r: dict[str, Any]) -> tuple[float, float]:
-        m = r[RANK_METRIC]
+        m = r["_rank_by"]
         if m["estimate"] is None:
             return (-1.0, -1.0)
         return (m["low"], m["high"])
@@ -84,6 +91,8 @@ def rank_entries(entries: Sequence[Verified]) -> list[dict[str, Any]]:
             1 + sum(bounds(o)[0] > high for o in others),
             len(rows) - sum(bounds(o)[1] < low for o in others),
         ]
+    for r in rows:
+        del r["_rank_by"]
     return rows
 
 
@@ -108,14 +117,26 @@ def build_board(
     rejected: list[dict[str, str]] = []
     duplicates: list[dict[str, str]] = []
     seen: dict[str, Path] = {}
+    seen_evidence: dict[str, Path] = {}
     for path in bundles:
         result = verify_bundle(path, reference_manifest=reference_manifest, scoring=scoring, limits=limits)
         if isinstance(result, Rejected):
             rejected.append({"bundle": str(path), "reason": result.reason, "code": result.code})
         elif result.digest in seen:
-            duplicates.append({"bundle": str(path), "same_as": str(seen[result.digest])})
+            duplicates.append(
+                {"bundle": str(path), "same_as": str(seen[result.digest]), "reason": "the same bundle"}
+            )
+        elif result.evidence in seen_evidence:
+            duplicates.append(
+                {
+                    "bundle": str(path),
+                    "same_as": str(seen_evidence[result.evidence]),
+                    "reason": f"the same sample records, resealed as {result.model}",
+                }
+            )
         else:
             seen[result.digest] = path
+            seen_evidence[result.evidence] = path
             verified.append(result)
     board_numbers: dict[str, dict[str, Any]] = {}
     if judge is not None and verified:
@@ -129,10 +150,16 @@ def build_board(
     differs = differing_fields(list(views.values()))
     out_tracks = []
     for tid, entries in tracks.items():
-        rows = rank_entries(entries)
-        for row in rows:
+        apart = [e for e in entries if (board_numbers.get(e.digest) or {}).get("unranked")]
+        ranked = [e for e in entries if not (board_numbers.get(e.digest) or {}).get("unranked")]
+        rows = rank_entries(ranked, board_numbers if judge else None)
+        unranked = rank_entries(apart)
+        for row in (*rows, *unranked):
             if row["digest"] in board_numbers:
                 row["board"] = board_numbers[row["digest"]]
+        for row in unranked:
+            row["rank"], row["rank_range"] = None, None
+            row["unranked"] = row["board"]["unranked"]
         out_tracks.append(
             {
                 "id": tid,
@@ -141,6 +168,7 @@ def build_board(
                 "dataset": views[tid]["dataset"],
                 "differs": {path: field_value(views[tid], path) for path in differs},
                 "entries": rows,
+                "unranked": unranked,
             }
         )
     return {
@@ -233,6 +261,23 @@ def to_markdown(board: dict[str, Any]) -> str:
                     cells += [interval_cell(b["ccs_binary"]), rate, kappa, flag]
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
         lines.append("")
+        if t.get("unranked"):
+            lines += [
+                "Shown apart, not ranked (the board could not confirm them with its own judge or gate):",
+                "",
+                "| Model | Label | CCS_binary (submitted) | why | bundle |",
+                "| --- | --- | --- | --- | --- |",
+            ]
+            for r in t["unranked"]:
+                cells = [
+                    r["model"],
+                    r.get("label") or "",
+                    interval_cell(r["ccs_binary"]),
+                    "; ".join(r["unranked"]),
+                    Path(r["bundle"]).name,
+                ]
+                lines.append("| " + " | ".join(_cell(c, 300) for c in cells) + " |")
+            lines.append("")
     if board.get("unverified"):
         lines += [
             "## Unverified entries (Hub eval-results files, not re-derived; never ranked)",
@@ -253,9 +298,15 @@ def to_markdown(board: dict[str, Any]) -> str:
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
         lines.append("")
     if board.get("duplicates"):
-        lines += ["## Duplicate bundles (listed once)", "", "| bundle | same as |", "| --- | --- |"]
         lines += [
-            f"| {_cell(Path(d['bundle']).name)} | {_cell(Path(d['same_as']).name)} |"
+            "## Duplicate bundles (listed once)",
+            "",
+            "| bundle | same as | why |",
+            "| --- | --- | --- |",
+        ]
+        lines += [
+            f"| {_cell(Path(d['bundle']).name)} | {_cell(Path(d['same_as']).name)} | "
+            f"{_cell(d.get('reason', ''))} |"
             for d in board["duplicates"]
         ]
         lines.append("")
@@ -292,23 +343,25 @@ def to_csv(board: dict[str, Any]) -> str:
             "unscored",
             "error",
             "digest",
+            "unranked",
         ]
     )
     for t in board["tracks"]:
-        for r in t["entries"]:
+        for r in (*t["entries"], *t.get("unranked", ())):
             w.writerow(
                 [
                     t["id"],
-                    r["rank"],
-                    *r["rank_range"],
-                    reveal(r["model"]),
-                    r.get("backend") or "",
-                    r.get("revision") or "",
-                    reveal(r.get("label") or ""),
-                    reveal(r["bundle"]),
+                    "" if r["rank"] is None else r["rank"],
+                    *(r["rank_range"] or ("", "")),
+                    csv_text(r["model"]),
+                    csv_text(r.get("backend") or ""),
+                    csv_text(r.get("revision") or ""),
+                    csv_text(r.get("label") or ""),
+                    csv_text(r["bundle"]),
                     *(csv_number(r[m][p]) for m in METRIC_NAMES for p in ("estimate", "low", "high", "n")),
                     *(r["counts"][c] for c in ("scored", "excluded", "unscored", "error")),
                     r["digest"],
+                    csv_text("; ".join(r.get("unranked") or ())),
                 ]
             )
     return buf.getvalue()

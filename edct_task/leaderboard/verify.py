@@ -37,7 +37,7 @@ from PIL import Image, UnidentifiedImageError
 from edct_task.engine.stage_cache import image_id
 from edct_task.leaderboard.archive import DEFAULT_LIMITS, Limits
 from edct_task.leaderboard.bundle import BundleError, _image_refs, bundle_digest, member_sha256, read_bundle
-from edct_task.leaderboard.identity import display_name, sanitise, target_identity
+from edct_task.leaderboard.identity import display_name, evidence_digest, sanitise, target_identity
 from edct_task.leaderboard.rederive import Mismatch, protocol_of, rederive_record
 from edct_task.reporting.setup import dataset_manifest, setup_differences, setup_id, setup_identity
 from edct_task.scoring.metrics import METRIC_NAMES, summarise
@@ -109,6 +109,8 @@ class Verified:
     claimed: dict[str, Any] = field(default_factory=dict, repr=False)
     """The bundle's claimed ``summarise`` output (its numbers, checked estimate by estimate)."""
     kind: str = "edct"
+    evidence: str = ""
+    """:func:`identity.evidence_digest` of the records (the same evidence under another name)."""
 
     @property
     def track(self) -> str:
@@ -261,6 +263,13 @@ def check_bundle(
         bundle = read_bundle(path, limits)
     except BundleError as exc:
         raise Rejection("unreadable", str(exc)) from None
+    with bundle:
+        return _check_open_bundle(bundle, path, reference_manifest, scoring)
+
+
+def _check_open_bundle(
+    bundle: Any, path: Path, reference_manifest: str | None, scoring: BoardScoring
+) -> Verified:
     meta = bundle.meta
     if meta.get("format_version") not in SUPPORTED_VERSIONS:
         raise Rejection(
@@ -372,6 +381,7 @@ def check_bundle(
         dataset={"digest": manifest["digest"], "n": manifest["n"], "domains": dict(sorted(domains.items()))},
         claimed=claimed,
         kind=kind,
+        evidence=evidence_digest(records),
     )
 
 

@@ -97,8 +97,12 @@ def test_consistent_forgery_passes_verification_but_not_the_board_judge(world, c
     assert main([*args, "--resamples", "1000"]) == 0
     board = json.loads((out / "leaderboard.json").read_text())
     (track,) = board["tracks"]
-    by_label = {e["bundle"].rsplit("/", 1)[-1]: e for e in track["entries"]}
+    by_label = {e["bundle"].rsplit("/", 1)[-1]: e for e in (*track["entries"], *track["unranked"])}
     good, bad = by_label[honest.name]["board"], by_label["forged.edct.zip"]["board"]
+    # the flag changes the ranking: the forgery is shown apart, the honest entry ranks alone
+    assert [e["bundle"] for e in track["entries"]] == [str(honest)]
+    assert by_label["forged.edct.zip"]["rank"] is None
+    assert by_label["forged.edct.zip"]["unranked"] == ["claim outside the board's interval"]
 
     assert good["agreement"]["rate"] == 1.0 and good["agreement"]["kappa"] == 1.0
     assert good["agreement"]["steps"] > 0 and not good["flagged"]
@@ -107,8 +111,8 @@ def test_consistent_forgery_passes_verification_but_not_the_board_judge(world, c
     assert bad["submitted_ccs_binary"] == 1.0
     assert bad["ccs_binary"]["estimate"] == 0.0  # the stale model's real score
     assert bad["agreement"]["rate"] == 0.0 and bad["flagged"]
-    assert "CLAIM OUTSIDE BOARD CI" in (out / "leaderboard.md").read_text()
-    assert "CLAIM OUTSIDE BOARD CI" in capsys.readouterr().out
+    assert "Shown apart, not ranked" in (out / "leaderboard.md").read_text()
+    assert "not ranked  behavior=stale: claim outside the board's interval" in capsys.readouterr().out
 
 
 def test_rejudging_is_resumable_and_pays_only_for_new_entries(world):
@@ -141,6 +145,7 @@ def test_rejudging_is_resumable_and_pays_only_for_new_entries(world):
     b3 = json.loads((tmp / "b3" / "leaderboard.json").read_text())
     e1 = b1["tracks"][0]["entries"][0]["board"]
     e3 = next(e for e in b3["tracks"][0]["entries"] if e["bundle"] == str(honest))["board"]
+    assert [e["bundle"] for e in b3["tracks"][0]["unranked"]] == [str(forged)]
     assert e1 == e3
 
 
@@ -218,9 +223,12 @@ def test_regate_catches_a_faked_gate_failure(world):
     out = tmp / "regate-forged"
     assert main(["leaderboard", str(forged), "--out", str(out), "--rejudge", str(config), "--regate"]) == 0
     board = json.loads((out / "leaderboard.json").read_text())
-    entry = board["tracks"][0]["entries"][0]["board"]
+    (track,) = board["tracks"]
+    assert track["entries"] == []  # flagged: shown apart, not ranked
+    entry = track["unranked"][0]["board"]
     assert entry["gate_agreement"]["disagreements"] == 2 and entry["gate_flagged"]  # both fake attempts
-    assert "GATE DISAGREES (2 edit(s))" in (out / "leaderboard.md").read_text()
+    assert track["unranked"][0]["unranked"] == ["the board's gate disagrees on 2 edit(s)"]
+    assert "the board's gate disagrees on 2 edit(s)" in (out / "leaderboard.md").read_text()
 
 
 def test_regate_needs_rejudge(world, capsys):
