@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from edct_task.core.errors import ConfigError
@@ -188,6 +188,9 @@ class Roles:
     target: VisionChatModel | None = None
     """None when the caller answers target requests itself (the lmms-eval task hooks)."""
     edit_parser: TextModel | None = None
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    """The values of every environment variable a role's options name (``api_key_env`` …): the
+    request handlers redact them from every reply (``engine.redact``)."""
 
     @property
     def judge(self) -> TextModel:
@@ -273,7 +276,18 @@ def build_roles(specs: Mapping[str, RoleSpec | PanelSpec], *, require_target: bo
             built["judges"] = (_build_one(role, spec),)
         else:
             built[role] = _build_one(role, spec)
-    return Roles(**built)
+    return Roles(**built, secrets=_secret_values(specs))
+
+
+def _secret_values(specs: Mapping[str, RoleSpec | PanelSpec]) -> tuple[str, ...]:
+    """The values of the environment variables every ``*_env`` option of every role names."""
+    values = []
+    for role, spec in specs.items():
+        for member in spec.members if isinstance(spec, PanelSpec) else (spec,):
+            for _, variable in _env_options(member.options, f"roles.{role}"):
+                if os.environ.get(variable):
+                    values.append(os.environ[variable])
+    return tuple(values)
 
 
 def preflight(specs: Mapping[str, RoleSpec | PanelSpec]) -> None:

@@ -110,7 +110,7 @@ class _NoAliasLoader(yaml.SafeLoader):
 def load_yaml(text: str, what: str) -> Any:
     """Parse YAML text safely (no aliases); every failure is one :class:`InputFileError` line."""
     try:
-        return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f" line {mark.line + 1}" if mark is not None else ""
