@@ -12,6 +12,7 @@ fallback), ``editor`` (ImageEditor), ``detector`` (MaskProvider: finds and masks
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -302,6 +303,11 @@ def preflight(specs: Mapping[str, RoleSpec | PanelSpec]) -> None:
                     f"{', '.join(sorted(REGISTRY[kind]))}"
                 )
             for path, variable in _env_options(member.options, f"roles.{role}"):
+                if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", variable):
+                    raise ConfigError(  # never echo it: it may be the key itself, put there by mistake
+                        f"{path} must name an environment variable (like OPENAI_API_KEY), not hold a "
+                        "value; put the key in the environment and its name here"
+                    )
                 if variable not in os.environ:
                     raise ConfigError(
                         f"{path} names the environment variable {variable}, which is not set: "
