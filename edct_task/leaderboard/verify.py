@@ -305,6 +305,13 @@ def _check_open_bundle(
         raise Rejection(
             "manifest_mismatch", "images.json does not list exactly the images the records reference"
         )
+    packed = {name[len("images/") : -len(".png")] for name in bundle.members if name.startswith("images/")}
+    if packed - set(refs) if meta.get("images_included") else packed:
+        extra = sorted(packed - set(refs)) or sorted(packed)
+        raise Rejection(
+            "tampered",
+            f"{len(extra)} packed image(s) are not referenced by the records (first: {extra[0][:12]})",
+        )
     if meta.get("images_included"):
         for ref in refs:
             name = f"images/{ref}.png"

@@ -235,3 +235,68 @@ def test_regate_needs_rejudge(world, capsys):
     tmp, honest, _, _ = world
     assert main(["leaderboard", str(honest), "--out", str(tmp / "x"), "--regate"]) == 2
     assert "--regate goes with --rejudge" in capsys.readouterr().err
+
+
+def test_regate_flags_gate_failures_it_cannot_recheck(world):
+    """A faked gate failure in a bundle made without --with-images: the board's gate has nothing
+    to re-run, so the entry is flagged and shown apart, not ranked as if it had been checked."""
+    tmp, _, _, _ = world
+    plain = _run_and_submit(tmp / "plain", "mixed:0.5", 6)
+    forged = _fake_gate_failure(plain, tmp / "plain-excluded.edct.zip")
+    assert isinstance(verify_bundle(forged), Verified)
+    config = tmp / "full.yaml"
+    config.write_text(yaml.safe_dump(calibration_config(n=4).model_dump(mode="json")))
+    out = tmp / "regate-plain"
+    assert main(["leaderboard", str(forged), "--out", str(out), "--rejudge", str(config), "--regate"]) == 0
+    (track,) = json.loads((out / "leaderboard.json").read_text())["tracks"]
+    assert track["entries"] == []
+    (entry,) = track["unranked"]
+    unchecked = entry["board"]["gate_agreement"]["unchecked"]
+    assert unchecked > 0 and entry["board"]["gate_agreement"]["edits"] == 0
+    assert entry["unranked"] == [
+        f"{unchecked} gate check(s) could not be re-run (bundle made without --with-images)"
+    ]
+
+
+def _pad_explanations(src, dst, chars):
+    b = read_bundle(src)
+    meta, members = json.loads(json.dumps(b.meta)), dict(b.members)
+    out = []
+    for line in members["samples.jsonl"].decode().splitlines():
+        r = SampleRecord.model_validate_json(line)
+        if r.baseline is not None:
+            padded = r.baseline.explanation + " and" * (chars // 4)
+            r = r.model_copy(update={"baseline": r.baseline.model_copy(update={"explanation": padded})})
+        out.append(r)
+    members["samples.jsonl"] = "".join(r.model_dump_json() + "\n" for r in out).encode()
+    write_zip(dst, reseal(meta, members), members)
+    return dst
+
+
+def test_padded_explanations_are_not_sent_and_leave_the_entry_unranked(world, monkeypatch):
+    """Explanations padded past the judge cap: no prompt over the cap leaves the board (an uncapped
+    board sent 168 MB to its paid judge for a 240 KB bundle); the entry is flagged, not ranked."""
+    from edct_task.engine import handlers
+    from edct_task.leaderboard.rejudge import MAX_JUDGE_PROMPT_CHARS
+
+    tmp, honest, _, config = world
+    padded = _pad_explanations(honest, tmp / "padded.edct.zip", 2 * MAX_JUDGE_PROMPT_CHARS)
+    assert isinstance(verify_bundle(padded), Verified)  # the texts are the submitter's to choose
+    sent: list[int] = []
+    real_call = handlers.LLMHandler.call
+
+    def spy(self, batch):
+        sent.extend(len(r.prompt) for r in batch)
+        return real_call(self, batch)
+
+    monkeypatch.setattr(handlers.LLMHandler, "call", spy)
+    out = tmp / "padded-board"
+    args = ["leaderboard", str(padded), "--out", str(out), "--rejudge", str(config), "--cache", str(tmp / "pc")]
+    assert main(args) == 0
+    assert all(n <= MAX_JUDGE_PROMPT_CHARS for n in sent)
+    (track,) = json.loads((out / "leaderboard.json").read_text())["tracks"]
+    assert track["entries"] == []
+    (entry,) = track["unranked"]
+    steps = entry["board"]["overlong_steps"]
+    assert steps > 0
+    assert entry["unranked"][0] == f"{steps} step(s) over the {MAX_JUDGE_PROMPT_CHARS}-character judge cap"
