@@ -60,5 +60,5 @@ def test_an_export_row_cannot_name_a_file_outside_its_folder(tmp_path):
         "edited_image": "e.png",
     }
     (folder / JSONL_NAME).write_text(json.dumps(row) + "\n")
-    with pytest.raises(BenchDataError, match="line 1: not an export row .*leads outside the export folder"):
+    with pytest.raises(BenchDataError, match=r"line 1: not an export row .*leads outside the export folder"):
         read_pairs(folder)

@@ -75,7 +75,7 @@ def test_a_drivelm_zip_member_is_checked_before_it_is_inflated(tmp_path):
         z.writestr("samples/CAM_FRONT/flat.jpg", b"\0" * (4 << 20))
     with pytest.raises(ValueError, match="over the limit of 33554432"):
         hub._member(archive, "samples/CAM_FRONT/bomb.jpg")()
-    with pytest.raises(ValueError, match="inflates [0-9]+-fold"):
+    with pytest.raises(ValueError, match=r"inflates [0-9]+-fold"):
         hub._member(archive, "samples/CAM_FRONT/flat.jpg")()
 
 

@@ -291,7 +291,8 @@ def test_padded_explanations_are_not_sent_and_leave_the_entry_unranked(world, mo
 
     monkeypatch.setattr(handlers.LLMHandler, "call", spy)
     out = tmp / "padded-board"
-    args = ["leaderboard", str(padded), "--out", str(out), "--rejudge", str(config), "--cache", str(tmp / "pc")]
+    args = ["leaderboard", str(padded), "--out", str(out), "--rejudge", str(config)]
+    args += ["--cache", str(tmp / "pc")]
     assert main(args) == 0
     assert all(n <= MAX_JUDGE_PROMPT_CHARS for n in sent)
     (track,) = json.loads((out / "leaderboard.json").read_text())["tracks"]
