@@ -15,12 +15,14 @@ before inflating it, so that part is here.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import re
 import stat
 import zipfile
+import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,7 +149,7 @@ class Members(Mapping[str, bytes]):
         self.close()
 
     def _chunks(self, name: str) -> Iterator[bytes]:
-        with self._zip.open(self._images[name]) as f:
+        with _corrupt_as_archive_error(name), self._zip.open(self._images[name]) as f:
             while chunk := f.read(CHUNK):
                 yield chunk
 
@@ -166,7 +168,7 @@ class Members(Mapping[str, bytes]):
         if name in self._held:
             yield from json_lines(self._held[name], name, self._limits)
             return
-        with self._zip.open(self._images[name]) as f:
+        with _corrupt_as_archive_error(name), self._zip.open(self._images[name]) as f:
             yield from _lines(f, name, self._limits)
 
     def take(self, name: str) -> bytes | None:
@@ -177,7 +179,8 @@ class Members(Mapping[str, bytes]):
         if name in self._held:
             return self._held[name]
         info = self._images[name]  # KeyError for an unknown name, as a Mapping should
-        return read_member(self._zip, info)
+        with _corrupt_as_archive_error(name):
+            return read_member(self._zip, info)
 
     def __iter__(self) -> Iterator[str]:
         yield from self._held
@@ -188,6 +191,15 @@ class Members(Mapping[str, bytes]):
 
     def __contains__(self, name: object) -> bool:
         return name in self._held or name in self._images
+
+
+@contextlib.contextmanager
+def _corrupt_as_archive_error(name: str) -> Iterator[None]:
+    """A member whose compressed bytes are damaged (bad CRC, broken deflate stream) as one line."""
+    try:
+        yield
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+        raise ArchiveError(f"member {name!a} is corrupt ({str(exc)[:200]})") from None
 
 
 def read_archive(path: Path, known: frozenset[str], limits: Limits = DEFAULT_LIMITS) -> Members:
@@ -202,7 +214,11 @@ def read_archive(path: Path, known: frozenset[str], limits: Limits = DEFAULT_LIM
         infos = z.infolist()
         check_directory(infos, known, limits)
         lazy = {i.filename: i for i in infos if i.filename not in known or i.filename == SAMPLES_MEMBER}
-        held = {i.filename: read_member(z, i) for i in infos if i.filename not in lazy}
+        held = {}
+        for info in infos:
+            if info.filename not in lazy:
+                with _corrupt_as_archive_error(info.filename):
+                    held[info.filename] = read_member(z, info)
     except BaseException:
         f.close()
         raise

@@ -35,7 +35,7 @@ from typing import Any
 from PIL import Image, UnidentifiedImageError
 
 from edct_task.engine.stage_cache import image_id
-from edct_task.leaderboard.archive import DEFAULT_LIMITS, Limits
+from edct_task.leaderboard.archive import DEFAULT_LIMITS, ArchiveError, Limits
 from edct_task.leaderboard.bundle import BundleError, _image_refs, bundle_digest, member_sha256, read_bundle
 from edct_task.leaderboard.identity import display_name, evidence_digest, sanitise, target_identity
 from edct_task.leaderboard.rederive import Mismatch, protocol_of, rederive_record
@@ -428,6 +428,8 @@ def verify_bundle(
         return check_bundle(path, reference_manifest=reference_manifest, scoring=scoring, limits=limits)
     except Rejection as exc:
         return Rejected(path, exc.code, exc.reason)
+    except (ArchiveError, BundleError) as exc:  # a member found corrupt while it is streamed
+        return Rejected(path, "unreadable", str(exc))
     except (RecursionError, MemoryError) as exc:
         return Rejected(path, "malformed", f"the bundle could not be checked ({type(exc).__name__})")
     except Exception as exc:  # a hostile bundle must cost its own entry, never the board
