@@ -55,6 +55,7 @@ def measure(tree: Path, code: str) -> dict:
     done = subprocess.run(
         [sys.executable, "-c", trampoline, textwrap.dedent(code)],
         env=env,
+        cwd=tree,  # ``python -c`` puts the working folder first on sys.path
         capture_output=True,
         text=True,
         errors="replace",
