@@ -111,9 +111,9 @@ def cases(tmp: Path, member_counts: list[int]) -> dict[str, str]:
         r = verify_bundle({str(tmp / "zero.edct.zip")!r})
         print(r.code, r.reason[:90])
     """
-    bomb = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
-        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 9)
-    )
+    layers = ["&a0 [x, x, x, x, x, x, x, x, x, x]"]
+    layers += [f"&a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    bomb = "roles:\n  judge:\n    backend: calibration-rules\n    extra: [" + ", ".join(layers) + "]\n"
     (tmp / "aliases.yaml").write_text(bomb)
     out[f"config of YAML aliases ({len(bomb)} bytes), edct estimate"] = f"""
         from edct_task.cli.main import main
