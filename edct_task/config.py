@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from edct_task.core.errors import ConfigError
+from edct_task.core.inputs import InputFileError, load_yaml, read_yaml
 from edct_task.engine.lockstep import Limits
 from edct_task.engine.protocol import ProtocolConfig
 from edct_task.roles import PanelSpec, RoleSpec
@@ -124,21 +124,46 @@ class RunConfig(_Section):
         return self
 
 
+MAX_CONFIG_BYTES = 1 << 20
+"""Largest config file read (a real one is a few KB)."""
+MAX_CONFIG_INT = 2**63 - 1
+"""Largest integer a config may hold (what every counter, seed and size fits in)."""
+
+
 def load_config(path: Path, overrides: list[str] | None = None) -> RunConfig:
-    """Read a YAML config and apply ``dotted.key=value`` overrides (values parsed as YAML)."""
+    """Read a YAML config and apply ``dotted.key=value`` overrides (values parsed as YAML).
+
+    The file is read only if it is a regular file of at most :data:`MAX_CONFIG_BYTES`, decoded as
+    UTF-8 and parsed without YAML aliases (a 1.1 KB file of nested aliases expands to gigabytes);
+    every failure is one line naming the file and, where known, the line."""
+    if not Path(path).exists() and not Path(path).is_symlink():
+        raise ConfigError(f"config file {path} does not exist")
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+        raw = read_yaml(Path(path), MAX_CONFIG_BYTES) or {}
+    except InputFileError as exc:
+        raise ConfigError(f"config file {exc}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"config file {path} must hold a mapping at the top level")
     return config_from_dict(raw, overrides)
 
 
+def _check_numbers(value: Any, path: str = "") -> None:
+    """Refuse an integer beyond :data:`MAX_CONFIG_INT` anywhere (its path named, not its digits)."""
+    stack = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, int) and not isinstance(item, bool) and abs(item) > MAX_CONFIG_INT:
+            where = where or "the config"
+            raise ConfigError(f"{where}: the number is out of range (at most {MAX_CONFIG_INT})")
+        if isinstance(item, dict):
+            stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in item.items())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+
+
 def config_from_dict(raw: dict[str, Any], overrides: list[str] | None = None) -> RunConfig:
     raw = _apply_overrides(dict(raw), overrides or [])
+    _check_numbers(raw)
     try:
         return RunConfig.model_validate(raw)
     except ValidationError as exc:
@@ -157,7 +182,10 @@ def _apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any
             if not isinstance(node.get(part), dict):
                 node[part] = {}
             node = node[part]
-        node[parts[-1]] = yaml.safe_load(value)
+        try:
+            node[parts[-1]] = load_yaml(value, f"--set {dotted.strip()}")
+        except InputFileError as exc:
+            raise ConfigError(str(exc)) from None
     return raw
 
 

@@ -12,8 +12,9 @@ fallback), ``editor`` (ImageEditor), ``detector`` (MaskProvider: finds and masks
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from edct_task.core.errors import ConfigError
@@ -188,6 +189,9 @@ class Roles:
     target: VisionChatModel | None = None
     """None when the caller answers target requests itself (the lmms-eval task hooks)."""
     edit_parser: TextModel | None = None
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    """The values of every environment variable a role's options name (``api_key_env`` …): the
+    request handlers redact them from every reply (``engine.redact``)."""
 
     @property
     def judge(self) -> TextModel:
@@ -273,7 +277,18 @@ def build_roles(specs: Mapping[str, RoleSpec | PanelSpec], *, require_target: bo
             built["judges"] = (_build_one(role, spec),)
         else:
             built[role] = _build_one(role, spec)
-    return Roles(**built)
+    return Roles(**built, secrets=_secret_values(specs))
+
+
+def _secret_values(specs: Mapping[str, RoleSpec | PanelSpec]) -> tuple[str, ...]:
+    """The values of the environment variables every ``*_env`` option of every role names."""
+    values = []
+    for role, spec in specs.items():
+        for member in spec.members if isinstance(spec, PanelSpec) else (spec,):
+            for _, variable in _env_options(member.options, f"roles.{role}"):
+                if os.environ.get(variable):
+                    values.append(os.environ[variable])
+    return tuple(values)
 
 
 def preflight(specs: Mapping[str, RoleSpec | PanelSpec]) -> None:
@@ -288,6 +303,11 @@ def preflight(specs: Mapping[str, RoleSpec | PanelSpec]) -> None:
                     f"{', '.join(sorted(REGISTRY[kind]))}"
                 )
             for path, variable in _env_options(member.options, f"roles.{role}"):
+                if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", variable):
+                    raise ConfigError(  # never echo it: it may be the key itself, put there by mistake
+                        f"{path} must name an environment variable (like OPENAI_API_KEY), not hold a "
+                        "value; put the key in the environment and its name here"
+                    )
                 if variable not in os.environ:
                     raise ConfigError(
                         f"{path} names the environment variable {variable}, which is not set: "

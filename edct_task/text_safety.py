@@ -14,7 +14,7 @@ import math
 import re
 from typing import Any
 
-__all__ = ["md_cell", "reveal", "reveal_all", "reveal_line"]
+__all__ = ["csv_text", "md_cell", "reveal", "reveal_all", "reveal_line"]
 
 _CONTROLS = re.compile(
     "[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f"  # C0 (tab and newline kept) and C1 controls, DEL
@@ -65,3 +65,17 @@ def csv_number(value: Any) -> Any:
     if isinstance(value, float) and not math.isnan(value):
         return round(value, CSV_DECIMALS) + 0.0  # + 0.0: no "-0.0"
     return value
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_text(text: Any) -> str:
+    """A CSV text cell a spreadsheet shows as text: :func:`reveal`, and a cell starting with ``=``,
+    ``+``, ``-``, ``@``, a tab or a carriage return (what Excel, LibreOffice and Sheets evaluate
+    as a formula: ``=HYPERLINK(…)``, ``@SUM(…)``) prefixed with ``'`` (OWASP's rule for CSV
+    injection). Numbers are written as numbers (:func:`csv_number`), never through this."""
+    shown = str(text)
+    if shown.startswith(_FORMULA_START):
+        shown = "'" + shown
+    return reveal(shown)

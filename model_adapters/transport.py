@@ -81,8 +81,9 @@ def secret_from_env(
 
 def check_base_url(url: object, backend: str) -> str:
     """A base URL that carries no credentials (those go in environment variables)."""
-    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        raise OptionsError(f"backend {backend!r}: base_url must be an http(s) URL, got {url!r}")
+    if not isinstance(url, str) or urllib.parse.urlsplit(url).scheme.lower() not in ("http", "https"):
+        # never echo the value: a URL with a key in it (HTTPS://user:key@…) is exactly the mistake
+        raise OptionsError(f"backend {backend!r}: base_url must be an http:// or https:// URL")
     parts = urllib.parse.urlsplit(url)
     query_keys = [k for k, _ in urllib.parse.parse_qsl(parts.query)]
     if parts.password or parts.username or any(is_secret_name(k) for k in query_keys):

@@ -33,6 +33,7 @@ from pydantic import (
 )
 
 from edct_task.core.errors import UserError
+from edct_task.core.inputs import InputFileError, read_regular
 
 __all__ = [
     "ANNOTATOR_RE",
@@ -137,6 +138,18 @@ def _error_text(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+MAX_LABEL_FILE_BYTES = 64 << 20
+"""Largest label file read (a label line is about 200 bytes: 300,000 labels fit)."""
+
+
+def _read_labels(path: Path) -> bytes:
+    """A label file's bytes: a regular file (not a link, FIFO or device) of at most 64 MiB."""
+    try:
+        return read_regular(path, MAX_LABEL_FILE_BYTES)
+    except InputFileError as exc:
+        raise LabelFileError(str(exc)) from None
+
+
 def _utf8(path: Path, data: bytes) -> str:
     try:
         return data.decode("utf-8")
@@ -159,9 +172,15 @@ def parse_label_lines(path: Path, lines: Iterable[str]) -> list[Label]:
             continue
         try:
             data = json.loads(text)
+            json.dumps(data, ensure_ascii=False).encode("utf-8")  # lone surrogates (\ud800) refused
         except json.JSONDecodeError as exc:
             raise LabelFileError(
                 f"{path}:{number}: not a JSON line ({exc.msg}); fix or delete that line"
+            ) from None
+        except (ValueError, RecursionError) as exc:  # a 5,000-digit number, deep nesting, bad text
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(":")[0][:120]
+            raise LabelFileError(
+                f"{path}:{number}: not a label line ({reason}); fix or delete that line"
             ) from None
         try:
             labels.append(Label.model_validate(data))
@@ -186,12 +205,9 @@ def read_label_files(paths: Iterable[Path]) -> dict[str, dict[str, Label]]:
     owner: dict[str, Path] = {}
     for path in paths:
         path = Path(path)
-        try:
-            text = _utf8(path, path.read_bytes())
-        except FileNotFoundError:
-            raise LabelFileError(f"{path}: no such label file") from None
-        except OSError as exc:
-            raise LabelFileError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+        if not path.exists() and not path.is_symlink():
+            raise LabelFileError(f"{path}: no such label file")
+        text = _utf8(path, _read_labels(path))
         for label in parse_label_lines(path, text.split("\n")):
             first = owner.setdefault(label.annotator, path)
             if first != path:
@@ -220,7 +236,8 @@ class LabelLog:
         self._lock = threading.Lock()
         self._latest: dict[str, Label] = {}
         if self.path.exists():
-            for label in parse_label_lines(self.path, _utf8(self.path, self.path.read_bytes()).split("\n")):
+            data = _read_labels(self.path)
+            for label in parse_label_lines(self.path, _utf8(self.path, data).split("\n")):
                 if label.annotator != self.annotator:
                     raise LabelFileError(
                         f"{self.path} holds labels of annotator {label.annotator!r}, not {self.annotator!r}; "

@@ -25,7 +25,7 @@ import numpy as np
 from PIL import Image
 
 from edct_task.attention.overlay import overlay, side_by_side
-from edct_task.attention.pairs import Pair, load_mask
+from edct_task.attention.pairs import Pair, load_mask, open_image
 from edct_task.attention.probe import VLMProbe, thought_of
 from edct_task.attention.saliency import PAPER_RECIPE, Recipe, localization, saliency_grid, upscale
 from edct_task.bench_data.format import BenchDataError
@@ -88,8 +88,10 @@ class PairMaps:
 
 
 def _rgb(path: Path) -> Image.Image:
-    with Image.open(path) as img:
-        return img.convert("RGB")
+    """The image at ``path`` as RGB: a regular file of at most 32 MiB, its size checked against
+    the pixel budget from the header before a pixel is decoded (a 144-megapixel pair of 1 MB
+    PNGs would otherwise decode to 11 GB); refusal is that pair's error."""
+    return open_image(path)
 
 
 def map_pair(

@@ -8,6 +8,7 @@ it; then the pair gets saliency maps but no localization score).
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,8 @@ import numpy as np
 from PIL import Image
 
 from edct_task.bench_data.format import BenchDataError
+from edct_task.bench_data.image_decode import DEFAULT_MAX_PIXELS
+from edct_task.core.inputs import InputFileError, read_regular, read_text
 from edct_task.counterfactuals.export import JSONL_NAME, MANIFEST_NAME, collect_pairs
 
 __all__ = ["Pair", "load_mask", "read_pairs"]
@@ -53,7 +56,7 @@ def load_mask(path: Path, size: tuple[int, int]) -> np.ndarray:
     """
     from verification.gate_maps import unpack_gate_maps
 
-    with Image.open(path) as img:
+    with _open_bounded(path) as img:
         mask = unpack_gate_maps(img).mask if img.mode == "RGB" else np.asarray(img.convert("L")) > 127
     if (mask.shape[1], mask.shape[0]) != tuple(size):
         raise BenchDataError(
@@ -62,9 +65,50 @@ def load_mask(path: Path, size: tuple[int, int]) -> np.ndarray:
     return mask
 
 
+MAX_IMAGE_BYTES = 32 << 20
+"""Largest image or mask file read (the leaderboard's cap for one packed image too)."""
+MAX_PAIRS_BYTES = 256 << 20
+"""Largest export JSONL read."""
+
+
+def _open_bounded(path: Path) -> Image.Image:
+    """An image file opened (header only) when it is a regular file of at most
+    :data:`MAX_IMAGE_BYTES` whose width × height is within the pixel budget."""
+    try:
+        data = read_regular(path, MAX_IMAGE_BYTES)
+    except InputFileError as exc:
+        raise BenchDataError(str(exc)) from None
+    img = Image.open(io.BytesIO(data))
+    w, h = img.size
+    if w * h > DEFAULT_MAX_PIXELS:
+        img.close()
+        raise BenchDataError(
+            f"{path}: {w}×{h} = {w * h} pixels, over the pixel budget of {DEFAULT_MAX_PIXELS}; not decoded"
+        )
+    return img
+
+
+def open_image(path: Path) -> Image.Image:
+    """An image file as RGB, bounded like :func:`_open_bounded` (and Pillow's bomb check)."""
+    with _open_bounded(path) as img:
+        return img.convert("RGB")
+
+
+def _inside(folder: Path, name: object) -> Path:
+    """``folder / name`` when it stays inside ``folder`` (no ``..``, no absolute path out)."""
+    path = folder / str(name)
+    if not path.resolve().is_relative_to(folder.resolve()):
+        raise ValueError(f"path {str(name)[:200]!r} leads outside the export folder")
+    return path
+
+
 def _from_export(folder: Path) -> list[Pair]:
     pairs = []
-    lines = (folder / JSONL_NAME).read_text(encoding="utf-8").splitlines()
+    try:
+        text = read_text(folder / JSONL_NAME, MAX_PAIRS_BYTES)
+    except InputFileError as exc:
+        raise BenchDataError(str(exc)) from None
+    lines = text.splitlines()
     for number, line in enumerate(lines, 1):
         try:
             row = json.loads(line)
@@ -76,16 +120,19 @@ def _from_export(folder: Path) -> list[Pair]:
                     step=int(row["step"]),
                     question=str(row["question"]),
                     system_prompt=str(row.get("system_prompt") or ""),
-                    original_image=folder / row["original_image"],
-                    edited_image=folder / row["edited_image"],
-                    edit_mask=None if mask is None else folder / mask,
+                    original_image=_inside(folder, row["original_image"]),
+                    edited_image=_inside(folder, row["edited_image"]),
+                    edit_mask=None if mask is None else _inside(folder, mask),
                     original_answer=row.get("original_answer"),
                     new_answer=row.get("new_answer"),
                     edit_type=row.get("edit_type"),
                 )
             )
-        except (ValueError, KeyError, TypeError) as exc:
-            raise BenchDataError(f"{folder / JSONL_NAME}, line {number}: not an export row ({exc})") from None
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+            raise BenchDataError(
+                f"{folder / JSONL_NAME}, line {number}: not an export row ({first})"
+            ) from None
     return pairs
 
 

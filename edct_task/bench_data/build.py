@@ -42,6 +42,7 @@ from edct_task.bench_data.format import (
 from edct_task.bench_data.hub import HubSource
 from edct_task.bench_data.output import write_folder
 from edct_task.bench_data.sources import SourceScan
+from edct_task.core.inputs import InputFileError, read_text
 from edct_task.engine.files import atomic_write, json_text
 
 
@@ -91,8 +92,12 @@ def read_ids(path: Path) -> list[str]:
     """An id list: one benchmark id per line (``okvqa-2971475``); blank lines and ``#`` comments ignored."""
     if not Path(path).is_file():
         raise BenchDataError(f"{path}: id list not found (--ids)")
+    try:
+        text = read_text(Path(path), 16 << 20)
+    except InputFileError as exc:
+        raise BenchDataError(f"{exc} (--ids)") from None
     ids = []
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(text.splitlines(), start=1):
         item = line.split("#", 1)[0].strip()
         if not item:
             continue

@@ -25,14 +25,18 @@ Where the data lives is named by ``$EDCT_BENCH_DATA`` (a local folder or a hub i
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edct_task.bench_data.image_decode import decode_bounded
 from edct_task.core.errors import UserError
+from edct_task.core.inputs import InputFileError, read_regular, read_text
+
+MAX_IMAGE_BYTES = 32 << 20
+"""Largest encoded source image read (the leaderboard's cap for one packed image, too)."""
 
 FORMAT_NAME = "edct-bench"
 FORMAT_VERSION = 1
@@ -108,20 +112,18 @@ def read_image(candidate: Candidate) -> bytes:
     BenchDataError
         If the file is missing or cannot be decoded; the message names the file and the item.
     """
-    from PIL import Image, UnidentifiedImageError
+    from PIL import UnidentifiedImageError
 
     if candidate.image_path is not None:
-        try:
-            data = candidate.image_path.read_bytes()
-        except FileNotFoundError:
+        if not candidate.image_path.exists() and not candidate.image_path.is_symlink():
             raise BenchDataError(
                 f"{candidate.image_path}: image file not found (item {candidate.id}; rule: every "
                 "selected item's image must exist)"
-            ) from None
-        except OSError as exc:
-            raise BenchDataError(
-                f"{candidate.image_path}: cannot read image (item {candidate.id}): {exc}"
-            ) from None
+            )
+        try:
+            data = read_regular(candidate.image_path, MAX_IMAGE_BYTES)
+        except InputFileError as exc:
+            raise BenchDataError(f"{exc} (item {candidate.id})") from None
     elif candidate.image_reader is not None:
         try:
             data = candidate.image_reader()
@@ -132,8 +134,7 @@ def read_image(candidate: Candidate) -> bytes:
     else:
         data = candidate.image_data or b""
     try:
-        with Image.open(io.BytesIO(data)) as im:
-            im.load()
+        with decode_bounded(data)[0] as im:
             if im.width < 1 or im.height < 1:
                 raise ValueError("empty image")
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
@@ -217,11 +218,19 @@ def load_bench(location: str | Path | None = None) -> Any:
 
 
 def read_manifest(folder: str | Path) -> dict[str, Any]:
-    """The build manifest of a local EDCT-Bench folder."""
+    """The build manifest of a local EDCT-Bench folder (a regular file of at most 64 MiB)."""
     path = Path(folder) / MANIFEST_NAME
     if not path.is_file():
         raise BenchDataError(f"{path}: no build manifest (was the folder written by `edct build-bench`?)")
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        value = json.loads(read_text(path, 64 << 20))
+    except InputFileError as exc:
+        raise BenchDataError(str(exc)) from None
+    except (ValueError, RecursionError) as exc:
+        raise BenchDataError(f"{path}: not a build manifest ({str(exc)[:200]})") from None
+    if not isinstance(value, dict):
+        raise BenchDataError(f"{path}: not a build manifest (not a JSON object)")
+    return value
 
 
 def decode_image(value: Any, *, max_pixels: int | None = None) -> Any:

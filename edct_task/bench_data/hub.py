@@ -36,8 +36,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from edct_task.bench_data import drivelm, okvqa, threedsr
-from edct_task.bench_data.format import BenchDataError, Candidate, check_unique
+from edct_task.bench_data.format import MAX_IMAGE_BYTES, BenchDataError, Candidate, check_unique
 from edct_task.bench_data.sources import SourceScan
+from edct_task.core.inputs import InputFileError, read_regular
 
 OKVQA_HUB = "lmms-lab-encoder/OK-VQA"
 OKVQA_CONFIG, OKVQA_SPLIT = "default", "val2014"
@@ -200,16 +201,38 @@ def _arrow_cache(folder: Path) -> str:
     return str(Path(datasets.config.HF_DATASETS_CACHE) / "edct-bench-sources" / h.hexdigest()[:20])
 
 
-def _image_reader(table: Any, row: int) -> Callable[[], bytes]:
+def _image_reader(table: Any, row: int, folder: Path) -> Callable[[], bytes]:
+    """The row's image bytes: held in the table, or a file the table names, read only when it is
+    a regular file inside the table's own folder (a path to ``/dev/zero``, ``/etc/…`` or ``../``
+    is refused: a table names its images, it does not get to read the machine)."""
+
     def read() -> bytes:
         value = table[row]["image"]
         if isinstance(value, dict) and value.get("bytes"):
-            return value["bytes"]
+            data = value["bytes"]
+            if len(data) > MAX_IMAGE_BYTES:
+                raise ValueError(f"the image is {len(data)} bytes, over the limit of {MAX_IMAGE_BYTES}")
+            return data
         if isinstance(value, dict) and value.get("path"):
-            return Path(value["path"]).read_bytes()
+            return _image_file(folder, str(value["path"]))
         raise ValueError("the image column holds neither bytes nor a path")
 
     return read
+
+
+def _image_file(folder: Path, name: str) -> bytes:
+    path = Path(name) if Path(name).is_absolute() else folder / name
+    root = folder.resolve()
+    try:
+        inside = path.resolve().is_relative_to(root)
+    except (OSError, RuntimeError):
+        inside = False
+    if not inside:
+        raise ValueError(f"the image path {name[:200]!r} is outside the table's folder {folder}; not read")
+    try:
+        return read_regular(path, MAX_IMAGE_BYTES)
+    except InputFileError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _require_columns(table: Any, columns: tuple[str, ...], where: str, layout: str) -> None:
@@ -259,7 +282,7 @@ def scan_okvqa(source: HubSource) -> SourceScan:
                 source=okvqa.SOURCE,
                 source_id=qid,
                 image_path=None,
-                image_reader=_image_reader(table, i),
+                image_reader=_image_reader(table, i, folder),
                 image_label=f"{where} row {i} (question_id {qid})",
                 metadata={
                     "answer": top,
@@ -302,7 +325,7 @@ def scan_threedsr(source: HubSource, config: str = THREEDSR_CONFIG) -> SourceSca
     out.provenance = {**provenance, "config": config, "split": THREEDSR_SPLIT}
 
     def image_of(line: int, r: dict[str, str]) -> threedsr.RowImage:
-        reader = _image_reader(table, line)
+        reader = _image_reader(table, line, folder)
         try:
             key = hashlib.sha256(reader()).hexdigest()
         except (OSError, ValueError):
@@ -346,10 +369,31 @@ def scan_drivelm(source: HubSource) -> SourceScan:
     return drivelm.scan_document(out, qa, locate)
 
 
+MAX_COMPRESSION_RATIO = 200
+"""Highest uncompressed/compressed ratio of an image member (JPEGs and PNGs barely compress; a
+ratio in the hundreds is a zip bomb)."""
+
+
 def _member(archive: Path, member: str) -> Callable[[], bytes]:
+    """The member's bytes, checked by its directory entry before a byte is inflated (size,
+    compression ratio, no encryption) and read never beyond its declared size."""
+
     def read() -> bytes:
         with zipfile.ZipFile(archive) as z:
-            return z.read(member)
+            info = z.getinfo(member)
+            if info.file_size > MAX_IMAGE_BYTES:
+                raise ValueError(
+                    f"{member} is {info.file_size} bytes uncompressed, over the limit of {MAX_IMAGE_BYTES}"
+                )
+            if info.file_size > MAX_COMPRESSION_RATIO * max(info.compress_size, 1) + 4096:
+                raise ValueError(f"{member} inflates {info.file_size // max(info.compress_size, 1)}-fold")
+            if info.flag_bits & 0x1:
+                raise ValueError(f"{member} is encrypted")
+            with z.open(info) as f:
+                data = f.read(MAX_IMAGE_BYTES + 1)
+            if len(data) > info.file_size:
+                raise ValueError(f"{member} inflates beyond its declared size")
+            return data
 
     return read
 

@@ -15,6 +15,8 @@ from typing import Any
 
 from PIL import Image, ImageFile, ImageOps
 
+from edct_task.core.inputs import open_regular
+
 __all__ = ["DEFAULT_MAX_PIXELS", "ORIENTATION_KEY", "ImageRefused", "decode_bounded"]
 
 DEFAULT_MAX_PIXELS = 40_000_000
@@ -47,7 +49,9 @@ def decode_bounded(
     OSError, ValueError, SyntaxError
         When the bytes are not a complete, decodable image.
     """
-    stream: Any = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source
+    # a path is opened only when it is a regular file (a FIFO or a link to /dev/zero never is)
+    owned = None if isinstance(source, (bytes, bytearray)) else open_regular(Path(source))
+    stream: Any = io.BytesIO(source) if owned is None else owned
     lenient = ImageFile.LOAD_TRUNCATED_IMAGES
     ImageFile.LOAD_TRUNCATED_IMAGES = False  # lmms-eval sets it True at import
     try:
@@ -66,5 +70,7 @@ def decode_bounded(
         raise ImageRefused(f"image refused as a decompression bomb ({exc})") from None
     finally:
         ImageFile.LOAD_TRUNCATED_IMAGES = lenient
+        if owned is not None:
+            owned.close()
     notes = {ORIENTATION_KEY: str(orientation)} if orientation in range(2, 9) else {}
     return rgb, notes

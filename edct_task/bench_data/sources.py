@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from edct_task.bench_data.format import BenchDataError, Candidate
+from edct_task.core.inputs import InputFileError, read_regular
 
 
 @dataclass
@@ -69,10 +70,21 @@ def require_dir(path: Path | None, flag: str, what: str) -> Path:
     return path
 
 
+MAX_SOURCE_JSON_BYTES = 1 << 30
+"""Largest source JSON read (DriveLM's and OK-VQA's published files are a few hundred MB)."""
+
+
 def load_json(path: Path, layout: str) -> Any:
-    """A JSON file; a parse error names the file and the layout it should have."""
+    """A JSON file (a regular file of at most :data:`MAX_SOURCE_JSON_BYTES`); a parse error, bad
+    bytes, a number of thousands of digits or nesting too deep to parse names the file and the
+    layout it should have."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BenchDataError(f"{path}: not valid JSON, expected {layout} ({exc})") from None
+        data = read_regular(path, MAX_SOURCE_JSON_BYTES)
+        return json.loads(data.decode("utf-8-sig"))
+    except InputFileError as exc:
+        raise BenchDataError(str(exc)) from None
+    except RecursionError:
+        raise BenchDataError(f"{path}: nested too deeply to be {layout}") from None
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, a 5,000-digit integer
+        first = str(exc).splitlines()[0][:200]
+        raise BenchDataError(f"{path}: not valid JSON, expected {layout} ({first})") from None

@@ -15,6 +15,7 @@ import base64
 import binascii
 import csv
 import hashlib
+import io
 import string
 import sys
 from collections.abc import Callable, Iterable
@@ -23,6 +24,7 @@ from pathlib import Path, PurePosixPath
 
 from edct_task.bench_data.format import BenchDataError, Candidate, check_unique
 from edct_task.bench_data.sources import RuleTally, SourceScan, require_dir, require_file
+from edct_task.core.inputs import InputFileError, open_regular
 
 SOURCE = "3DSRBench"
 REQUIRED = ("index", "question", "A", "B", "answer", "category")
@@ -172,10 +174,12 @@ def render_question(question: str, options: dict[str, str]) -> str:
 def _read_table(path: Path) -> list[dict[str, str]]:
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # base64 images in the TSV
     try:
-        with open(path, encoding="utf-8", newline="") as f:
+        with io.TextIOWrapper(open_regular(path), encoding="utf-8", newline="") as f:
             head = f.readline()
             f.seek(0)
             delimiter = "\t" if path.suffix.lower() == ".tsv" or head.count("\t") > head.count(",") else ","
             return [dict(r) for r in csv.DictReader(f, delimiter=delimiter)]
+    except InputFileError as exc:
+        raise BenchDataError(str(exc)) from None
     except (UnicodeDecodeError, csv.Error) as exc:
         raise BenchDataError(f"{path}: not a readable CSV/TSV question table ({exc})") from None

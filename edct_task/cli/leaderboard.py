@@ -84,9 +84,9 @@ def run(args: argparse.Namespace) -> int:
 
     bundles: list[Path] = []
     for p in args.bundles:
-        if p.is_dir():
+        if p.is_dir():  # everything found is read only if it is a regular file (archive.read_archive)
             bundles.extend(sorted(p.rglob("*.edct.zip")))
-        elif p.is_file():
+        elif p.exists() or p.is_symlink():
             bundles.append(p)
         else:
             raise ConfigError(f"{p} does not exist: pass bundles written by `edct submit`")
@@ -120,7 +120,13 @@ def run(args: argparse.Namespace) -> int:
         bundles, reference_manifest=reference, scoring=scoring, judge=judge, unverified=unverified
     )
     board["rejected"] += extra_rejected
-    write_board(board, args.out)
+    try:
+        write_board(board, args.out)
+    except OSError as exc:
+        raise ConfigError(
+            f"--out {args.out}: the board could not be written ({exc.strerror or exc}); "
+            "the previous board, if any, is unchanged"
+        ) from None
     for t in board["tracks"]:
         print(f"track {t['id']}: {t['label']}")
         for e in t["entries"]:
@@ -136,11 +142,16 @@ def run(args: argparse.Namespace) -> int:
                 )
                 line += f"  {flag_text(b)}" if flag_text(b) else ""
             print(line)
+        for e in t.get("unranked", ()):
+            print(f"  not ranked  {e['model']}: {'; '.join(e['unranked'])}")
+    for d in board["duplicates"]:
+        print(f"duplicate {d['bundle']}: {d.get('reason', 'the same bundle')} as {d['same_as']}")
     for r in board["rejected"]:
         print(f"rejected {r['bundle']}: {r['reason']}")
     print(
         f"wrote {args.out}/leaderboard.md, .csv, .json, .html "
-        f"({sum(len(t['entries']) for t in board['tracks'])} verified, {len(board['rejected'])} rejected, "
+        f"({sum(len(t['entries']) for t in board['tracks'])} ranked, "
+        f"{sum(len(t['unranked']) for t in board['tracks'])} not ranked, {len(board['rejected'])} rejected, "
         f"{len(board['duplicates'])} duplicate(s), {len(board['unverified'])} unverified)"
     )
     return 0

@@ -21,6 +21,7 @@ from PIL import Image
 from edct_task import __version__
 from edct_task.core.requests import AskLLM, AskTarget, EditedImage, EditImage, Failure, Request, VerifyEdit
 from edct_task.engine.protocol import ProtocolConfig
+from edct_task.engine.redact import Redactor
 from edct_task.engine.stage_cache import ImageStore
 from edct_task.engine.storage import storage_error
 from edct_task.reply_schemas import reply_schema
@@ -138,6 +139,7 @@ class TargetHandler:
     def __init__(self, roles: Backends, pixels: PixelCache, config: ProtocolConfig, batch_size: int) -> None:
         self.roles, self.pixels, self.batch_size = roles, pixels, batch_size
         self.params = GenerationParams(max_new_tokens=config.max_new_tokens, seed=config.seed)
+        self.redact = Redactor(getattr(roles, "secrets", ()))
 
     def stage(self, request: AskTarget) -> str:
         return "target"
@@ -167,8 +169,8 @@ class TargetHandler:
         except Exception as exc:
             if len(batch) > 1:
                 return [reply for req in batch for reply in self.call([req])]
-            return [failure("target", exc)]
-        return [_completion_reply("target", out) for out in outputs]
+            return [self.redact.reply(failure("target", exc))]
+        return [self.redact.reply(_completion_reply("target", out)) for out in outputs]
 
     def encode(self, reply: object) -> dict[str, Any]:
         assert isinstance(reply, Completion)
@@ -204,6 +206,7 @@ class LLMHandler:
     def __init__(self, roles: Backends, config: ProtocolConfig) -> None:
         self.roles, self.seed = roles, config.seed
         self._identities = roles.identities()
+        self.redact = Redactor(getattr(roles, "secrets", ()))
 
     def stage(self, request: AskLLM) -> str:
         return _TEMPLATE_STAGES.get(request.template.split("@")[0], request.role)
@@ -233,8 +236,8 @@ class LLMHandler:
             model = self.roles.text_model(request.role, request.member)
             out: object = model.complete(request.prompt, self.params(request))
         except Exception as exc:
-            return [failure(self.stage(request), exc)]
-        return [_completion_reply(request.role, out)]
+            return [self.redact.reply(failure(self.stage(request), exc))]
+        return [self.redact.reply(_completion_reply(request.role, out))]
 
     encode = TargetHandler.encode
     decode = TargetHandler.decode

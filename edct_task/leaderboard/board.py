@@ -53,7 +53,7 @@ from edct_task.reporting.setup import setup_label
 from edct_task.reporting.tables import interval_cell
 from edct_task.scoring.compare import compare_paired, holm, p_text, pair_records, rank_intervals, tied_groups
 from edct_task.scoring.metrics import CCS_BINARY, METRIC_NAMES
-from edct_task.text_safety import csv_number, reveal, reveal_line
+from edct_task.text_safety import csv_number, csv_text, reveal_line
 
 RANK_METRIC = CCS_BINARY
 RANK_INTERVAL_TEXT = (
@@ -68,14 +68,22 @@ PAIRWISE_TEXT = (
 
 
 def rank_entries(
-    entries: Sequence[Verified], scoring: BoardScoring = DEFAULT_SCORING
+    entries: Sequence[Verified],
+    scoring: BoardScoring = DEFAULT_SCORING,
+    board_numbers: dict[str, dict[str, Any]] | None = None,
+    *,
+    intervals: bool = True,
 ) -> list[dict[str, Any]]:
-    """Entries of one track, best first, with rank (1 = best; ties share) by their CCS_binary
-    estimate, and each one's bootstrap rank interval and tied group over the track's common items
-    (the items every entry scored; see :func:`common_scores`)."""
+    """Entries of one track, best first, with rank (1 = best; ties share) and, with ``intervals``,
+    each one's bootstrap rank interval and tied group over the track's common items (the items
+    every entry scored; see :func:`common_scores`).
+
+    The rank uses the board's own verified score: the CCS_binary it recomputed from the records,
+    or, where it re-judged the entry (``board_numbers``, digest → numbers), its own judge's."""
     rows = []
     for e in entries:
         m = e.summary["overall"]["metrics"]
+        own = (board_numbers or {}).get(e.digest)
         rows.append(
             {
                 "bundle": str(e.bundle),
@@ -86,11 +94,12 @@ def rank_entries(
                 **{name: m[name] for name in METRIC_NAMES},
                 "counts": e.summary["overall"]["counts"],
                 "digest": e.digest,
+                "_rank_by": own[RANK_METRIC] if own and RANK_METRIC in own else m[RANK_METRIC],
             }
         )
 
     def est(r: dict[str, Any]) -> float:
-        v = r[RANK_METRIC]["estimate"]
+        v = r["_rank_by"]["estimate"]
         return -1.0 if v is None else v
 
     order = sorted(range(len(rows)), key=lambda i: (-est(rows[i]), rows[i]["model"], rows[i]["bundle"]))
@@ -98,12 +107,16 @@ def rank_entries(
     ranked = [entries[i] for i in order]
     for r in rows:
         r["rank"] = 1 + sum(est(o) > est(r) for o in rows if o is not r)
+    for r in rows:
+        del r["_rank_by"]
+    if not intervals or not rows:
+        return rows
     scores = common_scores(ranked)
-    intervals = rank_intervals(scores, n_resamples=scoring.n_resamples, seed=scoring.seed)
-    groups = tied_groups(intervals.low, intervals.high)
+    found = rank_intervals(scores, n_resamples=scoring.n_resamples, seed=scoring.seed)
+    groups = tied_groups(found.low, found.high)
     for number, members in enumerate(groups, 1):
         for i in members:
-            rows[i]["rank_interval"] = [int(intervals.low[i]), int(intervals.high[i])]
+            rows[i]["rank_interval"] = [int(found.low[i]), int(found.high[i])]
             rows[i]["group"] = number
     return rows
 
@@ -175,14 +188,26 @@ def build_board(
     rejected: list[dict[str, str]] = []
     duplicates: list[dict[str, str]] = []
     seen: dict[str, Path] = {}
+    seen_evidence: dict[str, Path] = {}
     for path in bundles:
         result = verify_bundle(path, reference_manifest=reference_manifest, scoring=scoring, limits=limits)
         if isinstance(result, Rejected):
             rejected.append({"bundle": str(path), "reason": result.reason, "code": result.code})
         elif result.digest in seen:
-            duplicates.append({"bundle": str(path), "same_as": str(seen[result.digest])})
+            duplicates.append(
+                {"bundle": str(path), "same_as": str(seen[result.digest]), "reason": "the same bundle"}
+            )
+        elif result.evidence in seen_evidence:
+            duplicates.append(
+                {
+                    "bundle": str(path),
+                    "same_as": str(seen_evidence[result.evidence]),
+                    "reason": f"the same sample records, resealed as {result.model}",
+                }
+            )
         else:
             seen[result.digest] = path
+            seen_evidence[result.evidence] = path
             verified.append(result)
     board_numbers: dict[str, dict[str, Any]] = {}
     if judge is not None and verified:
@@ -196,15 +221,21 @@ def build_board(
     differs = differing_fields(list(views.values()))
     out_tracks = []
     for tid, entries in tracks.items():
-        rows = rank_entries(entries, scoring)
-        by_bundle = {str(e.bundle): e for e in entries}
+        apart = [e for e in entries if (board_numbers.get(e.digest) or {}).get("unranked")]
+        kept = [e for e in entries if not (board_numbers.get(e.digest) or {}).get("unranked")]
+        rows = rank_entries(kept, scoring, board_numbers if judge else None)
+        unranked = rank_entries(apart, intervals=False)
+        by_bundle = {str(e.bundle): e for e in kept}
         ranked = [by_bundle[r["bundle"]] for r in rows]
         groups: dict[int, list[str]] = {}
         for row in rows:
             groups.setdefault(row["group"], []).append(row["model"])
-        for row in rows:
+        for row in (*rows, *unranked):
             if row["digest"] in board_numbers:
                 row["board"] = board_numbers[row["digest"]]
+        for row in unranked:
+            row["rank"], row["rank_interval"], row["group"] = None, None, None
+            row["unranked"] = row["board"]["unranked"]
         out_tracks.append(
             {
                 "id": tid,
@@ -213,9 +244,10 @@ def build_board(
                 "dataset": views[tid]["dataset"],
                 "differs": {path: field_value(views[tid], path) for path in differs},
                 "entries": rows,
-                "common_items": int(common_scores(ranked).shape[0]),
+                "common_items": int(common_scores(ranked).shape[0]) if ranked else 0,
                 "tied_groups": [groups[g] for g in sorted(groups)],
                 "pairwise": pairwise(ranked, scoring),
+                "unranked": unranked,
             }
         )
     return {
@@ -338,6 +370,22 @@ def to_markdown(board: dict[str, Any]) -> str:
                 p, p_holm = p_text(pr["p"], pr["test"], pr["n_resamples"]), p_text(pr["p_holm"], "", 0)
                 cells = [pr["a"], pr["b"], difference_text(pr), p, p_holm]
                 lines.append("| " + " | ".join(_cell(c) for c in cells) + f" | {pr['n_paired']} |")
+        if t.get("unranked"):
+            lines += [
+                "Shown apart, not ranked (the board could not confirm them with its own judge or gate):",
+                "",
+                "| Model | Label | CCS_binary (submitted) | why | bundle |",
+                "| --- | --- | --- | --- | --- |",
+            ]
+            for r in t["unranked"]:
+                cells = [
+                    r["model"],
+                    r.get("label") or "",
+                    interval_cell(r["ccs_binary"]),
+                    "; ".join(r["unranked"]),
+                    Path(r["bundle"]).name,
+                ]
+                lines.append("| " + " | ".join(_cell(c, 300) for c in cells) + " |")
             lines.append("")
     if board.get("unverified"):
         lines += [
@@ -359,9 +407,15 @@ def to_markdown(board: dict[str, Any]) -> str:
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
         lines.append("")
     if board.get("duplicates"):
-        lines += ["## Duplicate bundles (listed once)", "", "| bundle | same as |", "| --- | --- |"]
         lines += [
-            f"| {_cell(Path(d['bundle']).name)} | {_cell(Path(d['same_as']).name)} |"
+            "## Duplicate bundles (listed once)",
+            "",
+            "| bundle | same as | why |",
+            "| --- | --- | --- |",
+        ]
+        lines += [
+            f"| {_cell(Path(d['bundle']).name)} | {_cell(Path(d['same_as']).name)} | "
+            f"{_cell(d.get('reason', ''))} |"
             for d in board["duplicates"]
         ]
         lines.append("")
@@ -399,24 +453,26 @@ def to_csv(board: dict[str, Any]) -> str:
             "unscored",
             "error",
             "digest",
+            "unranked",
         ]
     )
     for t in board["tracks"]:
-        for r in t["entries"]:
+        for r in (*t["entries"], *t.get("unranked", ())):
             w.writerow(
                 [
                     t["id"],
-                    r["rank"],
-                    *r["rank_interval"],
-                    r["group"],
-                    reveal(r["model"]),
-                    r.get("backend") or "",
-                    r.get("revision") or "",
-                    reveal(r.get("label") or ""),
-                    reveal(r["bundle"]),
+                    "" if r["rank"] is None else r["rank"],
+                    *(r["rank_interval"] or ("", "")),
+                    "" if r["group"] is None else r["group"],
+                    csv_text(r["model"]),
+                    csv_text(r.get("backend") or ""),
+                    csv_text(r.get("revision") or ""),
+                    csv_text(r.get("label") or ""),
+                    csv_text(r["bundle"]),
                     *(csv_number(r[m][p]) for m in METRIC_NAMES for p in ("estimate", "low", "high", "n")),
                     *(r["counts"][c] for c in ("scored", "excluded", "unscored", "error")),
                     r["digest"],
+                    csv_text("; ".join(r.get("unranked") or ())),
                 ]
             )
     return buf.getvalue()

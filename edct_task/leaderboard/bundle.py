@@ -19,9 +19,12 @@ results and setups hold role specs (backend, model, ``api_key_env`` names), neve
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
+import os
+import tempfile
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -85,6 +88,17 @@ class Bundle:
     members: Mapping[str, bytes] = field(repr=False)
     """Member name → bytes (``bundle.json`` excluded); packed images are read when asked for."""
     limits: Limits = DEFAULT_LIMITS
+
+    def close(self) -> None:
+        """Close the archive (its streamed members can no longer be read)."""
+        if isinstance(self.members, Members):
+            self.members.close()
+
+    def __enter__(self) -> Bundle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def json_member(self, name: str) -> Any:
         if name not in self.members:
@@ -270,17 +284,31 @@ def _lmms_claims(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def write_zip(out: Path, meta: dict[str, Any], members: dict[str, bytes]) -> None:
-    """Deterministic zip: fixed timestamps, sorted members, bundle.json first."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as z:
-        items = [(BUNDLE_JSON, json.dumps(meta, indent=2, ensure_ascii=False).encode("utf-8"))]
-        items += sorted(members.items())
-        for name, data in items:
-            info = zipfile.ZipInfo(name, date_time=_ZIP_DATE)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            z.writestr(info, data)
-    tmp.replace(out)
+    """Deterministic zip: fixed timestamps, sorted members, bundle.json first; written to a
+    temporary file beside ``out`` and moved into place, the temporary file removed on any failure
+    (a full disk leaves no ``.tmp`` and one :class:`BundleError` line)."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name[:40]}.", suffix=".tmp")
+    except OSError as exc:
+        raise BundleError(f"{out}: cannot be written ({exc.strerror or exc})") from None
+    tmp = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w", compression=zipfile.ZIP_DEFLATED) as z:
+            items = [(BUNDLE_JSON, json.dumps(meta, indent=2, ensure_ascii=False).encode("utf-8"))]
+            items += sorted(members.items())
+            for member, data in items:
+                info = zipfile.ZipInfo(member, date_time=_ZIP_DATE)
+                info.compress_type = zipfile.ZIP_DEFLATED
+                z.writestr(info, data)
+        os.chmod(tmp, 0o644)
+        tmp.replace(out)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if isinstance(exc, OSError):
+            raise BundleError(f"{out}: cannot be written ({exc.strerror or exc}); nothing was left") from None
+        raise
 
 
 def read_bundle(path: Path, limits: Limits = DEFAULT_LIMITS) -> Bundle:
@@ -292,15 +320,19 @@ def read_bundle(path: Path, limits: Limits = DEFAULT_LIMITS) -> Bundle:
         raise BundleError(f"{path}: {exc}") from None
     except (OSError, zipfile.BadZipFile, EOFError, NotImplementedError) as exc:
         raise BundleError(f"{path}: not a readable zip archive ({exc})") from None
-    meta_bytes = members.take(BUNDLE_JSON)
-    if meta_bytes is None:
-        raise BundleError(f"{path}: no {BUNDLE_JSON}; not an EDCT bundle (make one with `edct submit`)")
     try:
-        meta = load_json(meta_bytes, BUNDLE_JSON, limits)
-    except ArchiveError as exc:
-        raise BundleError(f"{path}: {exc}") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise BundleError(f"{path}: {BUNDLE_JSON} is not an {FORMAT} (format field)")
+        meta_bytes = members.take(BUNDLE_JSON)
+        if meta_bytes is None:
+            raise BundleError(f"{path}: no {BUNDLE_JSON}; not an EDCT bundle (make one with `edct submit`)")
+        try:
+            meta = load_json(meta_bytes, BUNDLE_JSON, limits)
+        except ArchiveError as exc:
+            raise BundleError(f"{path}: {exc}") from None
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            raise BundleError(f"{path}: {BUNDLE_JSON} is not an {FORMAT} (format field)")
+    except BaseException:
+        members.close()
+        raise
     return Bundle(path, meta, members, limits)
 
 

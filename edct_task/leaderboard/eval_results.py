@@ -37,6 +37,7 @@ from typing import Any
 
 import yaml
 
+from edct_task.core.inputs import InputFileError, read_yaml
 from edct_task.leaderboard.identity import sanitise
 from edct_task.reporting.setup import setup_id, setup_label
 from edct_task.scoring.metrics import METRIC_NAMES
@@ -59,6 +60,8 @@ ENTRY_KEYS = frozenset({"dataset", "value", "verifyToken", "date", "source", "ev
 DATASET_KEYS = frozenset({"id", "task_id", "revision"})
 SOURCE_KEYS = frozenset({"url", "name", "user", "org"})
 MAX_FILE_BYTES = 1 << 20
+MAX_VALUE = 1e15
+"""Largest magnitude of a value (a metric; anything beyond is a forged or broken file)."""
 
 
 class EvalResultsError(ValueError):
@@ -93,6 +96,8 @@ def schema_problems(data: Any) -> list[str]:
         value = entry.get("value")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
             problems.append(f"{at}: value is required (a number)")
+        elif not -MAX_VALUE <= value <= MAX_VALUE:  # compares ints exactly, no float overflow
+            problems.append(f"{at}: value is not a finite number within ±{MAX_VALUE:g}")
         if "date" in entry and not isinstance(entry["date"], (str, dt.date)):
             problems.append(f"{at}: date must be an ISO-8601 date or datetime")
         elif isinstance(entry.get("date"), str):
@@ -178,10 +183,10 @@ def write_eval_results(
 
 
 def _files(path: Path) -> list[Path]:
-    if path.is_file():
-        return [path]
+    if not path.is_dir():
+        return [path]  # read only if it is a regular file (core.inputs)
     folder = path / FOLDER if (path / FOLDER).is_dir() else path
-    return sorted(p for p in folder.glob("*.y*ml") if p.is_file())
+    return sorted(folder.glob("*.y*ml"))
 
 
 def read_eval_results(paths: list[Path]) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
@@ -193,14 +198,12 @@ def read_eval_results(paths: list[Path]) -> tuple[list[dict[str, Any]], list[dic
         for file in _files(root):
             repo = file.parent.parent if file.parent.name == FOLDER else file.parent
             try:
-                if file.stat().st_size > MAX_FILE_BYTES:
-                    raise EvalResultsError(f"larger than {MAX_FILE_BYTES} bytes")
-                data = yaml.safe_load(file.read_text(encoding="utf-8"))
+                data = read_yaml(file, MAX_FILE_BYTES)
                 problems = schema_problems(data)
                 if problems:
                     raise EvalResultsError("; ".join(problems[:3]))
-            except (OSError, UnicodeDecodeError, yaml.YAMLError, EvalResultsError, RecursionError) as exc:
-                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            except (InputFileError, EvalResultsError) as exc:
+                first = str(exc).splitlines()[0].removeprefix(f"{file}: ")[:300]
                 rejected.append(
                     {
                         "bundle": str(file),

@@ -171,6 +171,22 @@ def render_html(board: dict[str, Any]) -> str:
             )
         parts.append("</tbody></table></div>")
         parts.append(_pairwise_html(t))
+        if t.get("unranked"):
+            parts.append(
+                "<h3>Shown apart, not ranked</h3><p>The board could not confirm these entries with its "
+                'own judge or gate.</p><table class="rej"><thead><tr><th class="l">Model</th>'
+                '<th class="l">Label</th><th>CCS_binary (submitted)</th><th class="l">why</th>'
+                '<th class="l">bundle</th></tr></thead><tbody>'
+            )
+            for r in t["unranked"]:
+                parts.append(
+                    f'<tr data-model="{_e(r["model"])}"><td class="l">{_t(r["model"])}</td>'
+                    f'<td class="l">{_t(r.get("label") or "")}</td>'
+                    f"<td>{_e(interval_cell(r['ccs_binary']))}</td>"
+                    f'<td class="l">{_t("; ".join(r["unranked"]))}</td>'
+                    f'<td class="l">{_t(Path(r["bundle"]).name)}</td></tr>'
+                )
+            parts.append("</tbody></table>")
         parts.append("</section>")
     if board.get("unverified"):
         parts.append(
@@ -185,11 +201,12 @@ def render_html(board: dict[str, Any]) -> str:
     if board.get("duplicates"):
         parts.append(
             '<h2>Duplicate bundles (listed once)</h2><table class="rej"><thead><tr><th>bundle</th>'
-            "<th>same as</th></tr></thead><tbody>"
+            "<th>same as</th><th>why</th></tr></thead><tbody>"
         )
         for d in board["duplicates"]:
             parts.append(
-                f"<tr><td>{_e(Path(d['bundle']).name)}</td><td>{_e(Path(d['same_as']).name)}</td></tr>"
+                f"<tr><td>{_e(Path(d['bundle']).name)}</td><td>{_e(Path(d['same_as']).name)}</td>"
+                f"<td>{_t(d.get('reason', ''))}</td></tr>"
             )
         parts.append("</tbody></table>")
     if board["rejected"]:

@@ -10,6 +10,7 @@ model by reordering text.
 
 from __future__ import annotations
 
+import hashlib
 import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -100,3 +101,13 @@ def field_value(setup: Mapping[str, Any], path: str) -> Any:
     for part in path.split("."):
         node = node.get(part) if isinstance(node, Mapping) else None
     return node
+
+
+def evidence_digest(records: Sequence[Any]) -> str:
+    """SHA-256 over the per-sample evidence (each record's canonical JSON, hashed, sorted by
+    sample id): the same records under another model name, another label or a resealed
+    ``bundle.json`` give the same digest, so the board can list such an entry as a duplicate."""
+    per_sample = sorted(
+        (str(r.sample.id), hashlib.sha256(r.model_dump_json().encode("utf-8")).hexdigest()) for r in records
+    )
+    return hashlib.sha256("\n".join(f"{i}\t{h}" for i, h in per_sample).encode("utf-8")).hexdigest()

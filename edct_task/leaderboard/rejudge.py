@@ -61,27 +61,34 @@ def _step_requests(record: SampleRecord, step: ChainStep, cfg: ProtocolConfig) -
     return judge_requests(cfg, record.sample, record.baseline, chain[: step.index], step.requery)
 
 
+MAX_JUDGE_PROMPT_CHARS = 48_000
+"""Longest judge prompt the board sends (about 12k tokens: two explanations of a target's
+4,096-token answer budget fit). A step whose prompt is longer is not sent: padded explanations
+would overflow the judge's context and multiply what the board pays (a 240 KB bundle made an
+uncapped board send 168 MB); the entry is flagged and left unranked instead."""
+
+
 def _regate(
     record: SampleRecord, dispatcher: Any, images_in_bundle: set[str]
-) -> tuple[list[ChainStep], list[tuple[bool, bool]]]:
+) -> tuple[list[ChainStep], list[tuple[bool, bool]], int]:
     """The steps after the board's gate on every checked attempt, and (recorded, board) pass pairs.
 
     A step the run verified whose accepted edit fails the board's gate becomes unverified (its
     chain ends there); a step the run failed stays failed (its re-query was never made), but every
-    attempt the board's gate passes is counted as a disagreement."""
+    attempt the board's gate passes is counted as a disagreement. The last number counts the
+    checked attempts the board could not re-check (their images are not in the bundle)."""
     pairs: list[tuple[bool, bool]] = []
+    unchecked = 0
     steps: list[ChainStep] = []
     current = record.sample.image
     for step in record.steps:
         target = step.edit_target
         board_pass: dict[int, bool] = {}
         for a in step.attempts:
-            if (
-                target is None
-                or a.check is None
-                or a.image is None
-                or not {current, a.image} <= images_in_bundle
-            ):
+            if target is None or a.check is None or a.image is None:
+                continue
+            if not {current, a.image} <= images_in_bundle:
+                unchecked += 1
                 continue
             request = VerifyEdit(current, a.image, target.edit_type, target.target, step.index, a.attempt)
             (reply,) = dispatcher.resolve([request])
@@ -99,7 +106,7 @@ def _regate(
         if not step.verified or last is None or last.image is None:
             break
         current = last.image
-    return steps, pairs
+    return steps, pairs, unchecked
 
 
 def _rejudge_record(
@@ -133,21 +140,24 @@ def rejudge_entry(
     entry_cfg = protocol_of(entry.setup["protocol"])
     gate_pairs: list[tuple[bool, bool]] = []
     chains: dict[int, list[ChainStep]] = {}
+    unchecked = 0
     if judge.regate:
-        bundle = read_bundle(entry.bundle)
         packed = set()
         store = ImageStore(judge.cache_dir / "images")
-        for name in bundle.members:
-            if name.startswith("images/"):
-                with Image.open(io.BytesIO(bundle.members[name])) as im:
-                    im.load()
-                    packed.add(store.put(im))
+        with read_bundle(entry.bundle) as bundle:
+            for name in bundle.members:
+                if name.startswith("images/"):
+                    with Image.open(io.BytesIO(bundle.members[name])) as im:
+                        im.load()
+                        packed.add(store.put(im))
         for r in entry.records:
             if r.status != "error" and r.steps:
-                chains[id(r)], pairs = _regate(r, dispatcher, packed)
+                chains[id(r)], pairs, missing = _regate(r, dispatcher, packed)
                 gate_pairs += pairs
+                unchecked += missing
     requests: list[AskLLM] = []
     owners: list[tuple[int, int]] = []
+    overlong = 0
     for r in entry.records:
         if r.status == "error":
             continue
@@ -157,6 +167,9 @@ def rejudge_entry(
             else [x for x in chains[id(r)] if x.verified and x.requery]
         ):
             batch = _step_requests(r, s, board_cfg)
+            if any(len(q.prompt) > MAX_JUDGE_PROMPT_CHARS for q in batch):
+                overlong += 1  # not sent: the step keeps its submitted verdict, the entry is flagged
+                continue
             requests += batch
             owners += [(id(r), s.index)] * len(batch)
     answers = dispatcher.resolve(requests)
@@ -197,6 +210,7 @@ def rejudge_entry(
             "kappa": cohen_kappa(submitted, board, labels=[0, 1]),
         },
         "failed_calls": failures,
+        "overlong_steps": overlong,
         "flagged": flagged,
     }
     if judge.regate:
@@ -206,8 +220,37 @@ def rejudge_entry(
             "rate": (1 - disagree / len(gate_pairs)) if gate_pairs else None,
             "disagreements": disagree,
         }
+        out["gate_agreement"]["unchecked"] = unchecked
         out["gate_flagged"] = disagree > 0
+    out["unranked"] = unranked_reasons(out)
     return out
+
+
+def unranked_reasons(board: dict[str, Any]) -> list[str]:
+    """Why the board's own numbers cannot rank an entry ([] when they can): the board could not
+    re-judge it, its claim lies outside the board's interval, the board's gate disagrees with it
+    or could not re-check it, or a judge call failed or was refused as over the cap."""
+    if "error" in board:
+        return [board["error"]]
+    reasons = []
+    if board.get("ccs_binary", {}).get("estimate") is None:
+        reasons.append("the board's judge gave no CCS_binary")
+    if board.get("failed_calls"):
+        reasons.append(f"{board['failed_calls']} judge call(s) failed")
+    if board.get("overlong_steps"):
+        reasons.append(
+            f"{board['overlong_steps']} step(s) over the {MAX_JUDGE_PROMPT_CHARS}-character judge cap"
+        )
+    if board.get("flagged"):
+        reasons.append("claim outside the board's interval")
+    gate = board.get("gate_agreement") or {}
+    if board.get("gate_flagged"):
+        reasons.append(f"the board's gate disagrees on {gate.get('disagreements')} edit(s)")
+    if gate.get("unchecked"):
+        reasons.append(
+            f"{gate['unchecked']} gate check(s) could not be re-run (bundle made without --with-images)"
+        )
+    return reasons
 
 
 _UNUSED = {
@@ -252,5 +295,6 @@ def rejudge_board(entries: Sequence[Verified], judge: BoardJudge, scoring: Board
                     raise
                 except Exception as exc:  # one entry's failure is that entry's, never the board's
                     first = str(exc).splitlines()[0][:200] if str(exc) else ""
-                    out[e.digest] = {"error": f"re-judging failed ({type(exc).__name__}: {first})"}
+                    error = f"re-judging failed ({type(exc).__name__}: {first})"
+                    out[e.digest] = {"error": error, "unranked": [error]}
         return out

@@ -35,9 +35,9 @@ from typing import Any
 from PIL import Image, UnidentifiedImageError
 
 from edct_task.engine.stage_cache import image_id
-from edct_task.leaderboard.archive import DEFAULT_LIMITS, Limits
+from edct_task.leaderboard.archive import DEFAULT_LIMITS, ArchiveError, Limits
 from edct_task.leaderboard.bundle import BundleError, _image_refs, bundle_digest, member_sha256, read_bundle
-from edct_task.leaderboard.identity import display_name, sanitise, target_identity
+from edct_task.leaderboard.identity import display_name, evidence_digest, sanitise, target_identity
 from edct_task.leaderboard.rederive import Mismatch, protocol_of, rederive_record
 from edct_task.reporting.setup import dataset_manifest, setup_differences, setup_id, setup_identity
 from edct_task.scoring.metrics import METRIC_NAMES, summarise
@@ -109,6 +109,8 @@ class Verified:
     claimed: dict[str, Any] = field(default_factory=dict, repr=False)
     """The bundle's claimed ``summarise`` output (its numbers, checked estimate by estimate)."""
     kind: str = "edct"
+    evidence: str = ""
+    """:func:`identity.evidence_digest` of the records (the same evidence under another name)."""
 
     @property
     def track(self) -> str:
@@ -261,6 +263,13 @@ def check_bundle(
         bundle = read_bundle(path, limits)
     except BundleError as exc:
         raise Rejection("unreadable", str(exc)) from None
+    with bundle:
+        return _check_open_bundle(bundle, path, reference_manifest, scoring)
+
+
+def _check_open_bundle(
+    bundle: Any, path: Path, reference_manifest: str | None, scoring: BoardScoring
+) -> Verified:
     meta = bundle.meta
     if meta.get("format_version") not in SUPPORTED_VERSIONS:
         raise Rejection(
@@ -295,6 +304,13 @@ def check_bundle(
     if bundle.json_object("images.json").get("images") != refs:
         raise Rejection(
             "manifest_mismatch", "images.json does not list exactly the images the records reference"
+        )
+    packed = {name[len("images/") : -len(".png")] for name in bundle.members if name.startswith("images/")}
+    if packed - set(refs) if meta.get("images_included") else packed:
+        extra = sorted(packed - set(refs)) or sorted(packed)
+        raise Rejection(
+            "tampered",
+            f"{len(extra)} packed image(s) are not referenced by the records (first: {extra[0][:12]})",
         )
     if meta.get("images_included"):
         for ref in refs:
@@ -372,6 +388,7 @@ def check_bundle(
         dataset={"digest": manifest["digest"], "n": manifest["n"], "domains": dict(sorted(domains.items()))},
         claimed=claimed,
         kind=kind,
+        evidence=evidence_digest(records),
     )
 
 
@@ -411,6 +428,8 @@ def verify_bundle(
         return check_bundle(path, reference_manifest=reference_manifest, scoring=scoring, limits=limits)
     except Rejection as exc:
         return Rejected(path, exc.code, exc.reason)
+    except (ArchiveError, BundleError) as exc:  # a member found corrupt while it is streamed
+        return Rejected(path, "unreadable", str(exc))
     except (RecursionError, MemoryError) as exc:
         return Rejected(path, "malformed", f"the bundle could not be checked ({type(exc).__name__})")
     except Exception as exc:  # a hostile bundle must cost its own entry, never the board

@@ -94,7 +94,7 @@ def test_board_ranks_within_setup_tracks_and_escapes_html(bundles, tmp_path, cap
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in html
     assert 'data-model="&lt;script&gt;' in html  # attributes escaped too
     assert "alpha-vl" in (out / "leaderboard.md").read_text()
-    assert "verified, 0 rejected" in capsys.readouterr().out
+    assert "ranked, 0 not ranked, 0 rejected" in capsys.readouterr().out
 
 
 def test_tampered_incomplete_and_inconsistent_bundles_are_rejected(bundles, tmp_path):

@@ -97,8 +97,12 @@ def test_consistent_forgery_passes_verification_but_not_the_board_judge(world, c
     assert main([*args, "--resamples", "1000"]) == 0
     board = json.loads((out / "leaderboard.json").read_text())
     (track,) = board["tracks"]
-    by_label = {e["bundle"].rsplit("/", 1)[-1]: e for e in track["entries"]}
+    by_label = {e["bundle"].rsplit("/", 1)[-1]: e for e in (*track["entries"], *track["unranked"])}
     good, bad = by_label[honest.name]["board"], by_label["forged.edct.zip"]["board"]
+    # the flag changes the ranking: the forgery is shown apart, the honest entry ranks alone
+    assert [e["bundle"] for e in track["entries"]] == [str(honest)]
+    assert by_label["forged.edct.zip"]["rank"] is None
+    assert by_label["forged.edct.zip"]["unranked"] == ["claim outside the board's interval"]
 
     assert good["agreement"]["rate"] == 1.0 and good["agreement"]["kappa"] == 1.0
     assert good["agreement"]["steps"] > 0 and not good["flagged"]
@@ -107,8 +111,8 @@ def test_consistent_forgery_passes_verification_but_not_the_board_judge(world, c
     assert bad["submitted_ccs_binary"] == 1.0
     assert bad["ccs_binary"]["estimate"] == 0.0  # the stale model's real score
     assert bad["agreement"]["rate"] == 0.0 and bad["flagged"]
-    assert "CLAIM OUTSIDE BOARD CI" in (out / "leaderboard.md").read_text()
-    assert "CLAIM OUTSIDE BOARD CI" in capsys.readouterr().out
+    assert "Shown apart, not ranked" in (out / "leaderboard.md").read_text()
+    assert "not ranked  behavior=stale: claim outside the board's interval" in capsys.readouterr().out
 
 
 def test_rejudging_is_resumable_and_pays_only_for_new_entries(world):
@@ -141,6 +145,7 @@ def test_rejudging_is_resumable_and_pays_only_for_new_entries(world):
     b3 = json.loads((tmp / "b3" / "leaderboard.json").read_text())
     e1 = b1["tracks"][0]["entries"][0]["board"]
     e3 = next(e for e in b3["tracks"][0]["entries"] if e["bundle"] == str(honest))["board"]
+    assert [e["bundle"] for e in b3["tracks"][0]["unranked"]] == [str(forged)]
     assert e1 == e3
 
 
@@ -218,12 +223,81 @@ def test_regate_catches_a_faked_gate_failure(world):
     out = tmp / "regate-forged"
     assert main(["leaderboard", str(forged), "--out", str(out), "--rejudge", str(config), "--regate"]) == 0
     board = json.loads((out / "leaderboard.json").read_text())
-    entry = board["tracks"][0]["entries"][0]["board"]
+    (track,) = board["tracks"]
+    assert track["entries"] == []  # flagged: shown apart, not ranked
+    entry = track["unranked"][0]["board"]
     assert entry["gate_agreement"]["disagreements"] == 2 and entry["gate_flagged"]  # both fake attempts
-    assert "GATE DISAGREES (2 edit(s))" in (out / "leaderboard.md").read_text()
+    assert track["unranked"][0]["unranked"] == ["the board's gate disagrees on 2 edit(s)"]
+    assert "the board's gate disagrees on 2 edit(s)" in (out / "leaderboard.md").read_text()
 
 
 def test_regate_needs_rejudge(world, capsys):
     tmp, honest, _, _ = world
     assert main(["leaderboard", str(honest), "--out", str(tmp / "x"), "--regate"]) == 2
     assert "--regate goes with --rejudge" in capsys.readouterr().err
+
+
+def test_regate_flags_gate_failures_it_cannot_recheck(world):
+    """A faked gate failure in a bundle made without --with-images: the board's gate has nothing
+    to re-run, so the entry is flagged and shown apart, not ranked as if it had been checked."""
+    tmp, _, _, _ = world
+    plain = _run_and_submit(tmp / "plain", "mixed:0.5", 6)
+    forged = _fake_gate_failure(plain, tmp / "plain-excluded.edct.zip")
+    assert isinstance(verify_bundle(forged), Verified)
+    config = tmp / "full.yaml"
+    config.write_text(yaml.safe_dump(calibration_config(n=4).model_dump(mode="json")))
+    out = tmp / "regate-plain"
+    assert main(["leaderboard", str(forged), "--out", str(out), "--rejudge", str(config), "--regate"]) == 0
+    (track,) = json.loads((out / "leaderboard.json").read_text())["tracks"]
+    assert track["entries"] == []
+    (entry,) = track["unranked"]
+    unchecked = entry["board"]["gate_agreement"]["unchecked"]
+    assert unchecked > 0 and entry["board"]["gate_agreement"]["edits"] == 0
+    assert entry["unranked"] == [
+        f"{unchecked} gate check(s) could not be re-run (bundle made without --with-images)"
+    ]
+
+
+def _pad_explanations(src, dst, chars):
+    b = read_bundle(src)
+    meta, members = json.loads(json.dumps(b.meta)), dict(b.members)
+    out = []
+    for line in members["samples.jsonl"].decode().splitlines():
+        r = SampleRecord.model_validate_json(line)
+        if r.baseline is not None:
+            padded = r.baseline.explanation + " and" * (chars // 4)
+            r = r.model_copy(update={"baseline": r.baseline.model_copy(update={"explanation": padded})})
+        out.append(r)
+    members["samples.jsonl"] = "".join(r.model_dump_json() + "\n" for r in out).encode()
+    write_zip(dst, reseal(meta, members), members)
+    return dst
+
+
+def test_padded_explanations_are_not_sent_and_leave_the_entry_unranked(world, monkeypatch):
+    """Explanations padded past the judge cap: no prompt over the cap leaves the board (an uncapped
+    board sent 168 MB to its paid judge for a 240 KB bundle); the entry is flagged, not ranked."""
+    from edct_task.engine import handlers
+    from edct_task.leaderboard.rejudge import MAX_JUDGE_PROMPT_CHARS
+
+    tmp, honest, _, config = world
+    padded = _pad_explanations(honest, tmp / "padded.edct.zip", 2 * MAX_JUDGE_PROMPT_CHARS)
+    assert isinstance(verify_bundle(padded), Verified)  # the texts are the submitter's to choose
+    sent: list[int] = []
+    real_call = handlers.LLMHandler.call
+
+    def spy(self, batch):
+        sent.extend(len(r.prompt) for r in batch)
+        return real_call(self, batch)
+
+    monkeypatch.setattr(handlers.LLMHandler, "call", spy)
+    out = tmp / "padded-board"
+    args = ["leaderboard", str(padded), "--out", str(out), "--rejudge", str(config)]
+    args += ["--cache", str(tmp / "pc")]
+    assert main(args) == 0
+    assert all(n <= MAX_JUDGE_PROMPT_CHARS for n in sent)
+    (track,) = json.loads((out / "leaderboard.json").read_text())["tracks"]
+    assert track["entries"] == []
+    (entry,) = track["unranked"]
+    steps = entry["board"]["overlong_steps"]
+    assert steps > 0
+    assert entry["unranked"][0] == f"{steps} step(s) over the {MAX_JUDGE_PROMPT_CHARS}-character judge cap"
