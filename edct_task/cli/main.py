@@ -47,6 +47,7 @@ from edct_task.engine.storage import StorageError
 COMMANDS = (
     "run",
     "merge",
+    "sweep",
     "estimate",
     "demo",
     "stability",
