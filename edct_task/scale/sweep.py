@@ -182,7 +182,8 @@ def expand(path: Path, *, output: Path | None = None) -> Sweep:
                     try:
                         config = load_preset(argv[2], _overrides(argv))
                     except ConfigError as exc:
-                        raise ConfigError(f"sweep job {group} (config {location}): {exc.line()}") from None
+                        why = " ".join(exc.line().split())  # one line
+                        raise ConfigError(f"sweep job {group} (config {location}): {why}") from None
                     gpus = spec.resources.num_gpus
                     if gpus is None:
                         gpus = 1.0 if local_weights(config) else 0.0
