@@ -1,0 +1,88 @@
+"""Sweep throughput on 1, 2 and 4 local workers (Ray tasks) for a latency-bound mix.
+
+    python benchmarks/bench_workers.py [--n 32] [--shards 4] [--workers 1 2 4] [--local-too]
+
+One run of ``--n`` calibration items is cut into ``--shards`` ``--shard I/N`` jobs; the sweep's job
+list runs on a local Ray cluster of N worker CPUs (each job asks for one), so N jobs run at once.
+The calibration backends sleep per call (``latency_s``: target 1 s per batch, text models 0.5 s,
+editor 1 s) with one call in flight per role, so a job's wall time is its models' latency, not
+this machine's cores (a job uses ≈ 10 % of a core). Printed per N: the jobs' wall time (from the
+first submission to the last job's end; Ray's start-up is outside it), items per second and the
+speed-up over N = 1, all from the one sitting. Every N's merged run is checked byte-identical.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from edct_task.config import calibration_config
+from edct_task.scale.execute import LocalExecutor, RayExecutor, merge_groups, run_jobs
+from edct_task.scale.sweep import expand
+
+LATENCY = {"target": 1.0, "text": 0.5, "editor": 1.0}
+
+
+def write_sweep(folder: Path, n: int, shards: int) -> Path:
+    raw = calibration_config("mixed:0.5", n=n).model_dump(mode="json")
+    raw.pop("output_dir")
+    for role in ("extractor", "judge", "edit_parser"):
+        raw["roles"][role]["latency_s"] = LATENCY["text"]
+    raw["roles"]["editor"]["latency_s"] = LATENCY["editor"]
+    raw["limits"].update(
+        text_concurrency=1,
+        editor_concurrency=1,
+        target_concurrency=1,
+        target_batch_size=2,
+        verify_concurrency=1,
+    )
+    (folder / "latency.yaml").write_text(yaml.safe_dump(raw))
+    target = {"backend": "calibration-reference", "behavior": "mixed:0.5", "latency_s": LATENCY["target"]}
+    spec = {
+        "output": "out",
+        "configs": {"latency": "latency.yaml"},
+        "models": {"mixed": target},
+        "shards": shards,
+    }
+    (folder / "sweep.yaml").write_text(yaml.safe_dump(spec))
+    return folder / "sweep.yaml"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=32, help="calibration items of the run")
+    ap.add_argument("--shards", type=int, default=4, help="jobs the run is cut into")
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4], help="worker counts to measure")
+    ap.add_argument("--local-too", action="store_true", help="also time the sequential local executor")
+    args = ap.parse_args()
+    rows, samples = [], {}
+    with tempfile.TemporaryDirectory(prefix="edct-bench-workers-") as tmp:
+        for workers in [*args.workers, *(["local"] if args.local_too else [])]:
+            folder = Path(tmp) / f"w{workers}"
+            folder.mkdir()
+            sweep = expand(write_sweep(folder, args.n, args.shards))
+            executor = LocalExecutor() if workers == "local" else RayExecutor(num_cpus=workers)
+            started = time.perf_counter()
+            run_jobs(sweep.jobs, executor, retries=0, say=lambda _line: None)
+            wall = time.perf_counter() - started
+            merge_groups(sweep, say=lambda _line: None)
+            samples[workers] = (sweep.groups[0].output / "samples.jsonl").read_bytes()
+            rows.append((workers, wall))
+            print(f"workers={workers}: {len(sweep.jobs)} jobs, {wall:.1f} s", flush=True)
+    base = rows[0][1]
+    print(f"\n{args.n} items in {args.shards} shard jobs, latency-bound mix {json.dumps(LATENCY)}")
+    print(f"{'workers':>8} {'wall s':>8} {'items/s':>8} {'speed-up':>9} {'≥0.9·N':>7}")
+    for workers, wall in rows:
+        speed = base / wall
+        ok = "" if workers == "local" else ("yes" if speed >= 0.9 * int(workers) else "NO")
+        print(f"{workers!s:>8} {wall:8.1f} {args.n / wall:8.2f} {speed:9.2f} {ok:>7}")
+    print("merged samples.jsonl identical for every worker count:", len(set(samples.values())) == 1)
+
+
+if __name__ == "__main__":
+    main()
