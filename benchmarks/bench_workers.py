@@ -1,20 +1,22 @@
 """Sweep throughput on 1, 2 and 4 local workers (Ray tasks) for a latency-bound mix.
 
-    python benchmarks/bench_workers.py [--n 32] [--shards 4] [--workers 1 2 4] [--local-too]
+    python benchmarks/bench_workers.py [--n 16] [--shards 4] [--workers 1 2 4] [--local-too]
 
 One run of ``--n`` calibration items is cut into ``--shards`` ``--shard I/N`` jobs; the sweep's job
 list runs on a local Ray cluster of N worker CPUs (each job asks for one), so N jobs run at once.
-The calibration backends sleep per call (``latency_s``: target 1 s per batch, text models 0.5 s,
-editor 1 s) with one call in flight per role, so a job's wall time is its models' latency, not
-this machine's cores (a job uses ≈ 10 % of a core). Printed per N: the jobs' wall time (from the
-first submission to the last job's end; Ray's start-up is outside it), items per second and the
-speed-up over N = 1, all from the one sitting. Every N's merged run is checked byte-identical.
+The calibration backends sleep per call (``latency_s``: target 3 s per batch, text models 1.5 s,
+editor 3 s) with one call in flight per role, so a job's wall time is its models' latency, not
+this machine's cores (a job's process uses a few CPU-seconds in a minute). Printed per N: the
+jobs' wall time (from the first submission to the last job's end; the Ray cluster's start and its
+N worker processes' start are outside it), items per second and the speed-up over N = 1, all
+from the one sitting. Every N's merged run is checked byte-identical.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -25,7 +27,7 @@ from edct_task.config import calibration_config
 from edct_task.scale.execute import LocalExecutor, RayExecutor, merge_groups, run_jobs
 from edct_task.scale.sweep import expand
 
-LATENCY = {"target": 1.0, "text": 0.5, "editor": 1.0}
+LATENCY = {"target": 3.0, "text": 1.5, "editor": 3.0}
 
 
 def write_sweep(folder: Path, n: int, shards: int) -> Path:
@@ -53,9 +55,24 @@ def write_sweep(folder: Path, n: int, shards: int) -> Path:
     return folder / "sweep.yaml"
 
 
+def _ready() -> int:
+    import edct_task.scale.execute  # noqa: F401  (what a job's task imports)
+
+    time.sleep(2)  # all N at once: N distinct worker processes
+    return os.getpid()
+
+
+def warm(executor: RayExecutor, workers: int) -> None:
+    """Start the cluster's N worker processes before the clock starts (Ray starts them lazily)."""
+    ray = executor.ray
+    ready = ray.remote(num_cpus=1)(_ready)
+    pids = ray.get([ready.remote() for _ in range(workers)])
+    assert len(set(pids)) == workers, pids
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=32, help="calibration items of the run")
+    ap.add_argument("--n", type=int, default=16, help="calibration items of the run")
     ap.add_argument("--shards", type=int, default=4, help="jobs the run is cut into")
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4], help="worker counts to measure")
     ap.add_argument("--local-too", action="store_true", help="also time the sequential local executor")
@@ -67,6 +84,8 @@ def main() -> None:
             folder.mkdir()
             sweep = expand(write_sweep(folder, args.n, args.shards))
             executor = LocalExecutor() if workers == "local" else RayExecutor(num_cpus=workers)
+            if workers != "local":
+                warm(executor, workers)
             started = time.perf_counter()
             run_jobs(sweep.jobs, executor, retries=0, say=lambda _line: None)
             wall = time.perf_counter() - started

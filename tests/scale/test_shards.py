@@ -97,3 +97,20 @@ def test_shard_and_torchrun_together_are_refused(tmp_path, monkeypatch) -> None:
         monkeypatch.setenv(k, v)
     with pytest.raises(ConfigError, match="without torchrun"):
         run(small_config(tmp_path / "x", shard="0/2"))
+
+
+def test_the_run_command_takes_shard_and_refuses_it_on_the_fast_path(runs, tmp_path, capsys) -> None:
+    import yaml
+
+    from edct_task.cli.main import main
+
+    raw = small_config(tmp_path / "x").model_dump(mode="json")
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(raw))
+    out = tmp_path / "s1"
+    assert main(["run", "--config", str(tmp_path / "run.yaml"), "--shard", "1/3", "--output", str(out)]) == 0
+    assert (out / "samples.jsonl").read_bytes() == (runs["s1"] / "samples.jsonl").read_bytes()
+    assert main(["run", "--config", str(tmp_path / "run.yaml"), "--shard", "3/3", "--output", str(out)]) == 2
+    assert "data.shard" in capsys.readouterr().err
+    fast = ["run", "--model", "edct_reference", "--tasks", "edct_calibration", "--shard", "0/2"]
+    assert main([*fast, "--output", str(tmp_path / "fast")]) == 2
+    assert "--shard needs `edct run --config`" in capsys.readouterr().err
