@@ -7,6 +7,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from edct_task.cli.options import add_output
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
@@ -18,15 +20,7 @@ def add_parser(sub: Any) -> None:
         "damaged shards, with one line naming them.",
     )
     p.add_argument("shards", nargs="+", type=Path, metavar="SHARD_DIR", help="the shards' output folders")
-    p.add_argument(
-        "--output",
-        "--out",
-        dest="output",
-        type=Path,
-        required=True,
-        metavar="RUN",
-        help="the merged run folder (not one of the shards)",
-    )
+    add_output(p, "the merged run folder (not one of the shards)", required=True, metavar="RUN")
     p.add_argument(
         "--allow-missing",
         action="store_true",
@@ -40,9 +34,9 @@ def run(args: argparse.Namespace) -> int:
     from edct_task.scoring.table import score_table
 
     merged = merge_shards(args.shards, allow_missing=args.allow_missing)
-    write_merged(merged, args.output)
+    write_merged(merged, args.out)
     n = len(merged.shards)
     print(score_table(merged.log.results))
     label = f"PARTIAL: slices {', '.join(merged.missing)} missing; " if merged.partial else ""
-    print(f"\n{label}merged {n} shard(s), {len(merged.records)} samples, into {args.output}")
+    print(f"\n{label}merged {n} shard(s), {len(merged.records)} samples, into {args.out}")
     return 0

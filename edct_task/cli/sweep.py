@@ -7,6 +7,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from edct_task.cli.options import add_output
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
@@ -18,15 +20,7 @@ def add_parser(sub: Any) -> None:
         "CI. --emit-slurm writes the same jobs as an sbatch job array and a dependent merge job instead.",
     )
     p.add_argument("sweep", type=Path, metavar="SWEEP.yaml", help="the sweep file (see docs/guides/scale.md)")
-    p.add_argument(
-        "--output",
-        "--out",
-        dest="output",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="folder of the jobs and merged runs (overrides the sweep file's output)",
-    )
+    add_output(p, "folder of the jobs and merged runs (overrides the sweep file's output)")
     p.add_argument(
         "--address", default=None, help="a running Ray cluster's address (default: start one here)"
     )
@@ -63,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.workers is not None and args.workers < 1:
         raise ConfigError("--workers must be at least 1")
-    sweep = expand(args.sweep, output=args.output)
+    sweep = expand(args.sweep, output=args.out)
     jobs = sweep.jobs
     if args.emit_slurm is not None:
         written = emit(sweep, args.sweep, args.emit_slurm, args.max_parallel)
