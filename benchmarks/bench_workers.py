@@ -1,9 +1,11 @@
 """Sweep throughput on 1, 2 and 4 local workers (Ray tasks) for a latency-bound mix.
 
-    python benchmarks/bench_workers.py [--n 16] [--shards 4] [--workers 1 2 4] [--local-too]
+    python benchmarks/bench_workers.py [--n 4] [--jobs 4] [--workers 1 2 4] [--local-too]
 
-One run of ``--n`` calibration items is cut into ``--shards`` ``--shard I/N`` jobs; the sweep's job
-list runs on a local Ray cluster of N worker CPUs (each job asks for one), so N jobs run at once.
+A sweep of ``--jobs`` equal jobs (as many models with the same target, ``--n`` calibration items
+each) runs on a local Ray cluster of N worker CPUs (each job asks for one), so N jobs run at once.
+Equal jobs measure the workers; the hash slices of one small run are unequal (16 items in 4
+slices: 2, 6, 5 and 3), so their makespan would measure the largest slice.
 The calibration backends sleep per call (``latency_s``: target 3 s per batch, text models 1.5 s,
 editor 3 s) with one call in flight per role, so a job's wall time is its models' latency, not
 this machine's cores (a job's process uses a few CPU-seconds in a minute). Printed per N: the
@@ -30,7 +32,7 @@ from edct_task.scale.sweep import expand
 LATENCY = {"target": 3.0, "text": 1.5, "editor": 3.0}
 
 
-def write_sweep(folder: Path, n: int, shards: int) -> Path:
+def write_sweep(folder: Path, n: int, jobs: int) -> Path:
     raw = calibration_config("mixed:0.5", n=n).model_dump(mode="json")
     raw.pop("output_dir")
     for role in ("extractor", "judge", "edit_parser"):
@@ -45,12 +47,8 @@ def write_sweep(folder: Path, n: int, shards: int) -> Path:
     )
     (folder / "latency.yaml").write_text(yaml.safe_dump(raw))
     target = {"backend": "calibration-reference", "behavior": "mixed:0.5", "latency_s": LATENCY["target"]}
-    spec = {
-        "output": "out",
-        "configs": {"latency": "latency.yaml"},
-        "models": {"mixed": target},
-        "shards": shards,
-    }
+    models = {f"m{i}": target for i in range(jobs)}
+    spec = {"output": "out", "configs": {"latency": "latency.yaml"}, "models": models, "shards": 1}
     (folder / "sweep.yaml").write_text(yaml.safe_dump(spec))
     return folder / "sweep.yaml"
 
@@ -72,8 +70,8 @@ def warm(executor: RayExecutor, workers: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=16, help="calibration items of the run")
-    ap.add_argument("--shards", type=int, default=4, help="jobs the run is cut into")
+    ap.add_argument("--n", type=int, default=4, help="calibration items of each job")
+    ap.add_argument("--jobs", type=int, default=4, help="equal jobs in the sweep")
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4], help="worker counts to measure")
     ap.add_argument("--local-too", action="store_true", help="also time the sequential local executor")
     args = ap.parse_args()
@@ -82,7 +80,7 @@ def main() -> None:
         for workers in [*args.workers, *(["local"] if args.local_too else [])]:
             folder = Path(tmp) / f"w{workers}"
             folder.mkdir()
-            sweep = expand(write_sweep(folder, args.n, args.shards))
+            sweep = expand(write_sweep(folder, args.n, args.jobs))
             executor = LocalExecutor() if workers == "local" else RayExecutor(num_cpus=workers)
             if workers != "local":
                 warm(executor, workers)
@@ -90,17 +88,19 @@ def main() -> None:
             run_jobs(sweep.jobs, executor, retries=0, say=lambda _line: None)
             wall = time.perf_counter() - started
             merge_groups(sweep, say=lambda _line: None)
-            samples[workers] = (sweep.groups[0].output / "samples.jsonl").read_bytes()
+            samples[workers] = {(g.output / "samples.jsonl").read_bytes() for g in sweep.groups}
             rows.append((workers, wall))
             print(f"workers={workers}: {len(sweep.jobs)} jobs, {wall:.1f} s", flush=True)
     base = rows[0][1]
-    print(f"\n{args.n} items in {args.shards} shard jobs, latency-bound mix {json.dumps(LATENCY)}")
+    items = args.n * args.jobs
+    print(f"\n{args.jobs} jobs of {args.n} items, latency-bound mix {json.dumps(LATENCY)}")
     print(f"{'workers':>8} {'wall s':>8} {'items/s':>8} {'speed-up':>9} {'≥0.9·N':>7}")
     for workers, wall in rows:
         speed = base / wall
         ok = "" if workers == "local" else ("yes" if speed >= 0.9 * int(workers) else "NO")
-        print(f"{workers!s:>8} {wall:8.1f} {args.n / wall:8.2f} {speed:9.2f} {ok:>7}")
-    print("merged samples.jsonl identical for every worker count:", len(set(samples.values())) == 1)
+        print(f"{workers!s:>8} {wall:8.1f} {items / wall:8.2f} {speed:9.2f} {ok:>7}")
+    same = len({b for found in samples.values() for b in found}) == 1
+    print("every job's samples.jsonl identical, at every worker count:", same)
 
 
 if __name__ == "__main__":

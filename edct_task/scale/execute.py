@@ -180,6 +180,10 @@ def merge_groups(sweep: Sweep, say: Callable[[str], None] = print) -> dict[str, 
     from edct_task.run.outputs import load_run
 
     out: dict[str, dict[str, Any]] = {}
+    unfinished = [j.name for j in sweep.jobs if not (j.output / "results.json").is_file()]
+    if unfinished:
+        more = f" and {len(unfinished) - 3} more" if len(unfinished) > 3 else ""
+        raise SweepError(f"{len(unfinished)} job(s) have not finished: {', '.join(unfinished[:3])}{more}")
     for group in sweep.groups:
         if group.sharded:
             merged: Merged = merge_shards([j.output for j in group.jobs])

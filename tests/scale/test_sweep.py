@@ -156,3 +156,10 @@ def test_the_slurm_array_runs_task_by_task(runs, tmp_path: Path, capsys) -> None
         json.loads((merged / "results.json").read_text())["results"]
         == json.loads((runs["one"] / "results.json").read_text())["results"]
     )
+
+
+def test_merging_a_sweep_whose_jobs_have_not_run_names_them(tmp_path: Path, capsys) -> None:
+    path = _sweep(tmp_path, {"a": MIXED}, shards=2)
+    assert main(["sweep", str(path), "--merge-only"]) == 2
+    err = capsys.readouterr().err
+    assert "2 job(s) have not finished: a/base/seed0/shard0-of-2, a/base/seed0/shard1-of-2" in err
