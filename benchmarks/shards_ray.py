@@ -27,7 +27,7 @@ import psutil
 import yaml
 
 from edct_task.config import calibration_config
-from edct_task.scale.execute import RayExecutor, merge_groups, run_jobs
+from edct_task.scale.execute import LocalExecutor, RayExecutor, merge_groups, run_jobs
 from edct_task.scale.sweep import Job, expand
 
 COMPARED = ("results", "judge_agreement", "judge_health", "config", "usage")
@@ -80,7 +80,7 @@ def compare(single: Path, merged: Path) -> dict:
     }
 
 
-def sweep_once(folder: Path, config: Path, shards: int, kill_after: int | None) -> dict:
+def sweep_once(folder: Path, config: Path, shards: int, kill_after: int | None, local: bool = False) -> dict:
     target = {"backend": "calibration-reference", "behavior": "mixed:0.5"}
     spec = {"output": "out", "configs": {"cal": str(config)}, "models": {"mixed": target}, "shards": shards}
     (folder / "sweep.yaml").write_text(yaml.safe_dump(spec))
@@ -88,7 +88,7 @@ def sweep_once(folder: Path, config: Path, shards: int, kill_after: int | None) 
     killed: dict = {}
     if kill_after is not None:
         kill_when_running(sweep.jobs[1], kill_after, killed)
-    executor = RayExecutor(num_cpus=shards)
+    executor = LocalExecutor() if local else RayExecutor(num_cpus=shards)
     started = time.perf_counter()
     run_jobs(sweep.jobs, executor, retries=2, say=lambda line: print("  " + line, flush=True))
     wall = time.perf_counter() - started
@@ -113,6 +113,7 @@ def main() -> None:
     ap.add_argument("--shards", type=int, default=4)
     ap.add_argument("--kill-after", type=int, default=150, help="shard 1's cached calls when it is killed")
     ap.add_argument("--single", type=Path, default=None, help="a finished unsharded run of this setup")
+    ap.add_argument("--local", action="store_true", help="the jobs one after another, without Ray")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="edct-shards-ray-") as tmp:
         base = Path(tmp)
@@ -143,7 +144,7 @@ def main() -> None:
                 + (f", shard 1 killed after {kill} calls" if kill else ""),
                 flush=True,
             )
-            got = sweep_once(folder, config, args.shards, kill)
+            got = sweep_once(folder, config, args.shards, kill, args.local)
             got.update(compare(single, got.pop("merged")))
             print(json.dumps(got, indent=1, default=str), flush=True)
 

@@ -92,7 +92,13 @@ class RayExecutor:
         kwargs: dict[str, Any] = {"address": address, "include_dashboard": False, "log_to_driver": False}
         if address is None and num_cpus is not None:
             kwargs["num_cpus"] = num_cpus  # the local cluster's worker slots
-        ray.init(**kwargs)
+        try:
+            ray.init(**kwargs)
+        except Exception as exc:  # Ray raises a bare Exception when its node times out
+            raise SweepError(
+                f"Ray did not start{f' at {address}' if address else ''}: {str(exc).splitlines()[0]} "
+                "(a loaded machine: RAY_raylet_start_wait_time_s=120; or run with --local)"
+            ) from None
         self._task = ray.remote(run_job)
         self._pending: dict[Any, tuple[Job, int]] = {}
 
