@@ -1,6 +1,6 @@
-"""A sweep as Ray tasks on a local Ray cluster: the shards merged into the unsharded run, also
-when one shard's process is killed mid-run (the sweep retries it; the retry resumes from the
-stage cache the killed try left)."""
+"""A sweep as Ray tasks on a local Ray cluster (and on the local executor, without Ray): the shards
+merged into the unsharded run, also when one shard's process is killed mid-run (the sweep retries
+it; the retry resumes from the stage cache the killed try left)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,9 @@ import yaml
 from conftest import SHARDS, N
 
 from edct_task.config import calibration_config
-from edct_task.scale.execute import RayExecutor, merge_groups, run_jobs
+from edct_task.scale.execute import LocalExecutor, RayExecutor, merge_groups, run_jobs
 from edct_task.scale.sweep import Job, expand
 
-pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
 KILL_AT_CALLS = 20
 
@@ -49,7 +48,15 @@ def _kill_mid_run(job: Job, killed: dict) -> None:
         time.sleep(0.1)
 
 
-def test_ray_tasks_merge_into_the_single_run_even_with_a_shard_killed(runs, tmp_path: Path) -> None:
+def _executor(kind: str):
+    if kind == "local":
+        return LocalExecutor()
+    pytest.importorskip("ray")
+    return RayExecutor(num_cpus=SHARDS)
+
+
+@pytest.mark.parametrize("kind", ["ray", "local"])
+def test_jobs_merge_into_the_single_run_even_with_a_shard_killed(runs, tmp_path: Path, kind: str) -> None:
     raw = calibration_config("faithful", n=N).model_dump(mode="json")
     raw.pop("output_dir")
     for role in ("extractor", "judge", "edit_parser"):  # slow enough to be killed mid-run;
@@ -64,7 +71,7 @@ def test_ray_tasks_merge_into_the_single_run_even_with_a_shard_killed(runs, tmp_
     watcher = threading.Thread(target=_kill_mid_run, args=(sweep.jobs[1], killed), daemon=True)
     watcher.start()
     lines: list[str] = []
-    run_jobs(sweep.jobs, RayExecutor(num_cpus=SHARDS), retries=1, say=lines.append)
+    run_jobs(sweep.jobs, _executor(kind), retries=1, say=lines.append)
     watcher.join(5)
     assert killed and killed["cached"] >= KILL_AT_CALLS, killed
     retried = [line for line in lines if "shard1-of-3: exit -9" in line]
