@@ -140,7 +140,7 @@ def main() -> None:
             folder = base / ("killed" if kill else "plain")
             folder.mkdir()
             print(
-                f"{args.shards} shards as Ray tasks"
+                f"{args.shards} shards as {'local jobs' if args.local else 'Ray tasks'}"
                 + (f", shard 1 killed after {kill} calls" if kill else ""),
                 flush=True,
             )
