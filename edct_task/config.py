@@ -54,12 +54,25 @@ class DataSection(_Section):
     n: int = Field(300, ge=1, description="Number of calibration samples.")
     seed: int = Field(0, description="Calibration world seed.")
     limit: int | None = Field(None, ge=1, description="Use only the first N samples.")
+    shard: str | None = Field(
+        None,
+        pattern=r"^\d+/\d+$",
+        description="I/N: run only slice I (0 … N-1) of the items, by a hash of each item's id "
+        "(`edct run --shard`; applied after `limit`; `edct merge` joins the N slices' folders).",
+    )
     max_pixels: int = Field(
         40_000_000,
         ge=1,
         description="dataset: a row whose image has more pixels (width × height) is refused with its "
         "reason, checked before decoding.",
     )
+
+    @field_validator("shard")
+    @classmethod
+    def _slice_in_range(cls, shard: str | None) -> str | None:
+        if shard is not None and not int(shard.split("/")[0]) < int(shard.split("/")[1]):
+            raise ValueError(f"shard {shard!r}: I must be 0 … N-1 (slices are counted from 0)")
+        return shard
 
 
 class RoleSection(BaseModel):

@@ -30,8 +30,12 @@ def add_parser(sub: Any) -> None:
         "--config",
         default=None,
         metavar="FILE|PRESET",
-        help="a config file or a preset name (required unless --detect)",
+        help="a config file or a preset name (required unless --sweep or --detect)",
     )
+    p.add_argument(
+        "--sweep", type=Path, metavar="SWEEP.yaml", help="a sweep file: its wall time on --workers"
+    )
+    p.add_argument("--workers", type=int, default=1, metavar="N", help="--sweep: jobs running at once (1)")
     p.add_argument("--n", type=int, default=None, help="items to estimate for (default: the config's data)")
     p.add_argument(
         "--latencies-from",
@@ -149,8 +153,12 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--n must be at least 1")
     if args.cores is not None and args.cores < 1:
         raise ConfigError("--cores must be at least 1")
+    if args.sweep is not None:
+        if args.config is not None:
+            raise ConfigError("give --config or --sweep, not both")
+        return _sweep(args)
     if args.config is None:
-        raise ConfigError("--config FILE|PRESET is required (or --detect DELTA for a sample size)")
+        raise ConfigError("--config FILE|PRESET is required (or --sweep FILE, or --detect DELTA)")
     path = config_location(args.config)
     config = load_config(path, args.overrides)
     result = estimate(
@@ -166,4 +174,32 @@ def run(args: argparse.Namespace) -> int:
         cpus=args.cores,
     )
     print(json.dumps(result.as_dict(), indent=2) if args.json else render(result, path.stem))
+    return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    """``--sweep``: each job estimated for its slice's items, the jobs placed on ``--workers``."""
+    from edct_task.core.errors import ConfigError
+    from edct_task.estimate.latency import from_run, parse_assignments
+    from edct_task.estimate.plan import estimate, hours
+    from edct_task.scale.plan import estimate_sweep, slice_items
+    from edct_task.scale.sweep import expand
+
+    if args.workers < 1:
+        raise ConfigError("--workers must be at least 1")
+    sweep = expand(args.sweep)
+    run = from_run(args.latencies_from) if args.latencies_from else None
+    latency = parse_assignments(args.latency, "--latency")
+
+    def job_wall(job: Any) -> float:
+        config = job.config.model_copy(update={"data": job.config.data.model_copy(update={"shard": None})})
+        n = slice_items(_items(config, args.n), sweep.spec.shards)
+        return estimate(config, n, run=run, latency=latency, what_if=False, cpus=args.cores).wall_s
+
+    result = estimate_sweep(sweep.jobs, args.workers, job_wall)
+    if args.json:
+        print(json.dumps({"workers": result.workers, "wall_s": round(result.wall_s, 1), "jobs": result.jobs}))
+        return 0
+    print(f"{len(result.jobs)} job(s) of {args.sweep}, {result.busy_s:.0f} job-seconds in all")
+    print(f"wall time on {result.workers} worker(s): {hours(result.wall_s)} ({result.wall_s:.0f} s)")
     return 0

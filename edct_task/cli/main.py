@@ -3,6 +3,9 @@
 ``edct demo``                 the calibration reference models side by side, and the report folder
 ``edct run --config FILE``    roles → backends from a YAML file (``--set key=value`` overrides)
 ``edct run --model M --tasks T``   the batched fast path over an lmms-eval model and task
+``edct run --config FILE --shard I/N``   one slice of the items, as an independent job
+``edct merge SHARD_DIR… --output RUN``   the slices' folders joined into one run, checked
+``edct sweep SWEEP.yaml``     models × configs × seeds × shards as jobs (Ray or local; --emit-slurm)
 ``edct estimate --config FILE|PRESET [--n N]``   calls, tokens, cost and wall time before a run
 ``edct stability RUN…``       mean ± SD of every metric over repeated runs
 ``edct compare RUN_A RUN_B``  paired difference of two runs over the items both scored (CI, p)
@@ -46,6 +49,8 @@ from model_adapters.errors import ProviderStop
 
 COMMANDS = (
     "run",
+    "merge",
+    "sweep",
     "estimate",
     "demo",
     "stability",

@@ -18,6 +18,7 @@ from typing import Any
 
 from edct_task import prompts
 from edct_task.config import DataSection, RunConfig
+from edct_task.core.errors import ConfigError
 from edct_task.core.records import SampleInput, SampleRecord
 from edct_task.engine.dispatch import Progress
 from edct_task.engine.files import atomic_write, place
@@ -27,7 +28,7 @@ from edct_task.engine.storage import storage_error
 from edct_task.roles import build_roles, refuse_calibration_roles
 from edct_task.run.log import RunLog, RunSetup, run_versions
 from edct_task.run.outputs import RESULTS_FILE, SAMPLES_FILE, image_files
-from edct_task.run.sharding import Shard, gather_run, shard_from_env
+from edct_task.run.sharding import Shard, gather_run, recorded_data, shard_from_env, take_slice
 from edct_task.run.workspace import check_writable, claim
 from edct_task.scoring.health import judge_health
 from edct_task.scoring.metrics import judge_agreement, summarise
@@ -97,6 +98,8 @@ def run(config: RunConfig) -> RunOutcome:
     check_writable(out_dir, "output folder")
     check_writable(cache_dir, "cache folder")
     shard = shard_from_env()  # torchrun / accelerate: this process's share of the documents
+    if shard is not None and config.data.shard is not None:
+        raise ConfigError("--shard (data.shard) runs one slice as its own job: start it without torchrun")
     with claim(out_dir) if shard is None or shard.is_main else contextlib.nullcontext():
         try:
             return _run(config, out_dir, cache_dir, shard)
@@ -120,6 +123,7 @@ def _run(config: RunConfig, out_dir: Path, cache_dir: Path, shard: Shard | None 
             ((s.sample if isinstance(s, SampleRecord) else s).metadata.get("source") for s in samples),
         )
         order = {(s.sample.id if isinstance(s, SampleRecord) else s.id): i for i, s in enumerate(samples)}
+        samples, manifest = take_slice(config.data.shard, samples)  # `--shard I/N`: one slice
         if shard is not None:
             samples = shard.take(samples)
         with (
@@ -160,7 +164,7 @@ def _run(config: RunConfig, out_dir: Path, cache_dir: Path, shard: Shard | None 
         versions=run_versions(),
         prompt_versions=prompts.prompt_versions(),
         config=RunSetup(
-            data=config.data.model_dump(mode="json"),
+            data=recorded_data(config.data.model_dump(mode="json"), manifest),
             protocol=protocol.model_dump(mode="json"),
             verification=config.verification.model_dump(mode="json"),
             limits=limits.model_dump(mode="json"),

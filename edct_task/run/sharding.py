@@ -1,43 +1,125 @@
-"""``edct run`` over several processes, on the engines lmms-eval users already launch.
+"""Which items a run takes: one slice function for ``edct run --shard I/N`` and for the ranks of
+``torchrun`` / ``accelerate``.
+
+An item belongs to slice ``item_slice(id, N)``: the first 8 bytes of the SHA-256 of its id (UTF-8)
+as an unsigned big-endian integer, modulo N. The slice of an item depends on its id and N only:
+not on its position, on the other items, or on ``data.limit`` (the limit picks the first items of
+the data in document order *before* they are sliced, so the N slices of a limited run together
+are exactly the items of the unsharded run with the same limit).
+
+``edct run --shard I/N`` (``data.shard``) runs slice I as an ordinary, independent job: its
+output folder records the slice (``RunSetup.data["shard"]``: ``shard_manifest``) and ``edct
+merge`` joins the N folders (``edct_task.scale.merge``).
 
 Under ``torchrun --nproc_per_node N -m edct_task.cli.main run …`` or ``accelerate launch
---num_processes N -m edct_task.cli.main run …`` every process sees ``RANK`` and ``WORLD_SIZE``.
-Each rank takes every ``WORLD_SIZE``-th document, starting at its rank (as lmms-eval shards), runs
-the batched driver on its share with the shared stage cache, and sends its records to rank 0
-over ``torch.distributed`` (gloo: CPU, no GPU needed); rank 0 puts them back in document order and
-writes the one output folder. The records are those of a single-process run (a sample's protocol
-does not depend on which others run beside it), so the scores are identical; call counts and
-usage are summed over the ranks.
+--num_processes N -m edct_task.cli.main run …`` every process sees ``RANK`` and ``WORLD_SIZE``;
+rank R takes slice R of N (the same function), runs the batched driver on it with the shared stage
+cache, and sends its records to rank 0 over ``torch.distributed`` (gloo: CPU, no GPU needed);
+rank 0 puts them back in document order and writes the one output folder. The records are those
+of a single-process run (a sample's protocol does not depend on which others run beside it), so
+the scores are identical; call counts and usage are summed over the ranks.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from edct_task.core.errors import ConfigError
-from edct_task.core.records import SampleRecord
+from edct_task.core.records import SampleInput, SampleRecord
 
 T = TypeVar("T")
 
 
+Item = SampleInput | SampleRecord
+"""A loaded item: its input, or the error record of a row that could not be read."""
+
+SHARD_PATTERN = re.compile(r"^(\d+)/(\d+)$")
+
+
+def item_slice(item_id: str, count: int) -> int:
+    """The slice (0 … count-1) of the item with this id (see the module docstring)."""
+    digest = hashlib.sha256(item_id.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % count
+
+
+def item_id(item: Item) -> str:
+    return item.sample.id if isinstance(item, SampleRecord) else item.id
+
+
 @dataclass(frozen=True)
 class Shard:
-    """This process's place in a multi-process run."""
+    """Slice ``rank`` of ``world_size``: a ``--shard`` job, or a process of a torchrun group."""
 
     rank: int
     world_size: int
 
     @property
     def is_main(self) -> bool:
-        """Rank 0 gathers and writes the output folder."""
+        """Rank 0 gathers and writes the output folder (torchrun)."""
         return self.rank == 0
 
-    def take(self, items: Sequence[T]) -> list[T]:
-        """This rank's share: items rank, rank + world_size, …"""
-        return list(items[self.rank :: self.world_size])
+    @property
+    def label(self) -> str:
+        """``I/N``, as ``--shard`` takes it."""
+        return f"{self.rank}/{self.world_size}"
+
+    def holds(self, item_id: str) -> bool:
+        return item_slice(item_id, self.world_size) == self.rank
+
+    def take(self, items: Sequence[T], key: Any = item_id) -> list[T]:
+        """The items of this slice, in their order (``key``: an item's id)."""
+        return [item for item in items if self.holds(key(item))]
+
+
+def parse_shard(text: str) -> Shard:
+    """``I/N`` (0 ≤ I < N) as a ``Shard``, or ``ConfigError`` saying what was expected."""
+    match = SHARD_PATTERN.match(text.strip())
+    if match is None:
+        raise ConfigError(f"shard {text!r} must look like I/N (slice I of N, counted from 0), e.g. 0/4")
+    index, count = int(match[1]), int(match[2])
+    if count < 1 or index >= count:
+        raise ConfigError(f"shard {text!r}: I must be 0 … N-1 (slices are counted from 0)")
+    return Shard(index, count)
+
+
+def items_digest(items: Sequence[SampleInput]) -> str:
+    """SHA-256 over the items in order: id, image ref and question hash each (what the run read)."""
+    h = hashlib.sha256()
+    for s in items:
+        question = hashlib.sha256(s.question.encode("utf-8")).hexdigest()
+        h.update(f"{s.id}\t{s.image}\t{question}\n".encode())
+    return h.hexdigest()
+
+
+def take_slice(spec: str | None, items: list[Item]) -> tuple[list[Item], dict[str, Any] | None]:
+    """A ``--shard`` job's items and the manifest its run log records; all items and None without
+    a shard. The manifest: ``index``, ``count``, ``items`` (how many the unsharded run has),
+    ``items_sha256`` (``items_digest`` of them all, in order) and ``positions`` (the document
+    positions of this slice's items) — what ``edct merge`` checks the slices against."""
+    if spec is None:
+        return items, None
+    shard = parse_shard(spec)
+    positions = [i for i, item in enumerate(items) if shard.holds(item_id(item))]
+    manifest = {
+        "index": shard.rank,
+        "count": shard.world_size,
+        "items": len(items),
+        "items_sha256": items_digest([s.sample if isinstance(s, SampleRecord) else s for s in items]),
+        "positions": positions,
+    }
+    return [items[i] for i in positions], manifest
+
+
+def recorded_data(data: Mapping[str, Any], manifest: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``data`` section a run log records: the configured one, its ``shard`` replaced by the
+    slice's manifest (an unsharded run records no ``shard`` key)."""
+    out = {k: v for k, v in data.items() if k != "shard"}
+    return {**out, "shard": manifest} if manifest is not None else out
 
 
 def shard_from_env(env: Mapping[str, str] | None = None) -> Shard | None:

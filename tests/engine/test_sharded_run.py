@@ -17,7 +17,7 @@ from support.vllm_server import free_port
 
 from edct_task.config import calibration_config
 from edct_task.core.errors import ConfigError
-from edct_task.run.sharding import Shard, shard_from_env, sum_counts
+from edct_task.run.sharding import Shard, item_slice, shard_from_env, sum_counts
 
 N = 24
 BIN = Path(sys.executable).parent
@@ -87,7 +87,8 @@ def test_shards_come_from_rank_and_world_size() -> None:
     env = {"RANK": "1", "WORLD_SIZE": "3", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
     shard = shard_from_env(env)
     assert shard == Shard(1, 3) and not shard.is_main
-    assert shard.take(list(range(8))) == [1, 4, 7]
+    ids = [f"doc-{i}" for i in range(12)]  # rank 1 of 3 takes slice 1 of 3 (run.sharding.item_slice)
+    assert shard.take(ids, key=str) == [i for i in ids if item_slice(i, 3) == 1] != []
     assert shard_from_env({}) is None and shard_from_env({"WORLD_SIZE": "1"}) is None
     with pytest.raises(ConfigError, match="MASTER_ADDR"):
         shard_from_env({"RANK": "0", "WORLD_SIZE": "2"})
