@@ -16,6 +16,8 @@ from edct_task.annotation.labels import LabelLog
 from edct_task.annotation.server import serving
 from edct_task.run.outputs import LoadedRun, load_run
 
+pytestmark = pytest.mark.slow  # a real browser and the app server: make test, not make test-fast
+
 
 def _session(loaded: LoadedRun, labels: Path, items=None, n: int = 8) -> AnnotationSession:
     population = items if items is not None else judgeable_interventions(loaded.records)

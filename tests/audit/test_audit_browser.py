@@ -16,6 +16,8 @@ from edct_task.config import calibration_config, config_from_dict
 from edct_task.run.outputs import LoadedRun, load_run
 from edct_task.run.runner import run
 
+pytestmark = pytest.mark.slow  # a real browser (Chromium): make test, not make test-fast
+
 
 @pytest.fixture
 def page(browser):

@@ -49,7 +49,7 @@ def test_leaderboard_isolates_and_shows_controls(tmp_path: Path) -> None:
     html = (tmp_path / "board" / "leaderboard.html").read_text(encoding="utf-8")
     assert "<bdi>invoice[U+202E]gnp.exe" in html and "\u202e" not in html
     md = (tmp_path / "board" / "leaderboard.md").read_text(encoding="utf-8")
-    rows = [line for line in md.splitlines() if "invoice" in line]
+    rows = [line for line in md.splitlines() if "invoice" in line and line.startswith("|")]
     assert len(rows) == 1 and "\u202e" not in md and r"\| evil \| row \|" in rows[0]
     header = next(line for line in md.splitlines() if line.startswith("| Rank"))
     assert rows[0].count(" | ") == header.count(" | ")  # the name did not add a cell

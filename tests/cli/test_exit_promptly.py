@@ -37,6 +37,9 @@ PROGRAM = textwrap.dedent(
 )
 
 
+pytestmark = pytest.mark.slow  # the edct command in subprocesses: make test, not make test-fast
+
+
 def _run(tmp_path: Path, case: str) -> subprocess.CompletedProcess:
     script = tmp_path / "program.py"
     script.write_text(PROGRAM)

@@ -24,6 +24,7 @@ def _config(tmp: Path, name: str, behavior: str, schedule: str, n: int = 24, **e
     return config_from_dict(raw)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("behavior", ["faithful", "prior", "mixed:0.5"])
 def test_pipelined_and_lockstep_write_identical_samples(tmp_path: Path, behavior: str) -> None:
     lock = run(_config(tmp_path, "lockstep", behavior, "lockstep"))
@@ -69,6 +70,7 @@ def test_target_requests_go_in_batches_within_the_concurrency_limit(tmp_path: Pa
     assert _Watched.most <= 2
 
 
+@pytest.mark.slow
 def test_pipelined_resume_repeats_no_finished_call(tmp_path: Path, monkeypatch) -> None:
     from edct_task.engine import stage_cache
 

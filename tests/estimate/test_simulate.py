@@ -66,6 +66,7 @@ def test_retries_on_the_wire_add_their_latency() -> None:
     assert slow.wall_s == pytest.approx(plain.wall_s + 2 * (4.0 + 1.0))
 
 
+@pytest.mark.slow
 def test_a_thousand_samples_simulate_without_sleeping() -> None:
     sim = simulate(1000, ProtocolConfig(), Limits(), _times(target=2.0, judge=10.0, editor=20.0))
     # 20 s edits at concurrency 8 over ~2.3 attempts a sample: the editor bounds the run

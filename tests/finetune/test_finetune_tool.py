@@ -16,6 +16,8 @@ from edct_task.config import calibration_config
 from edct_task.counterfactuals.export import export_counterfactuals
 from edct_task.run.runner import run
 
+pytestmark = pytest.mark.slow  # exports and trainings end to end: make test, not make test-fast
+
 
 @pytest.fixture(scope="module")
 def export_dir(tmp_path_factory):

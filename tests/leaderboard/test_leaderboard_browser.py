@@ -10,6 +10,8 @@ from support.edct_runs import records, write_edct_run
 
 from edct_task.cli.main import main
 
+pytestmark = pytest.mark.slow  # a real browser (Chromium): make test, not make test-fast
+
 
 @pytest.fixture(scope="module")
 def browser():

@@ -27,6 +27,9 @@ from task_configs import CALIBRATION_INDEX, TASK_DIR
 INDEX_ROWS = sum(1 for line in (TASK_DIR / CALIBRATION_INDEX).read_text().splitlines() if line)
 
 
+pytestmark = pytest.mark.slow  # lmms-eval imported in subprocesses: make test, not make test-fast
+
+
 @pytest.fixture()
 def counted(monkeypatch):
     """Counts of calibration samples rendered and of task YAML files lmms-eval parsed."""

@@ -22,6 +22,9 @@ BEHAVIOR = "mixed:0.5"
 KEY = "sk-loopback-e2e-7f3a9c1d5b2e8f40"
 
 
+pytestmark = pytest.mark.slow  # whole runs on loopback servers with faults: make test, not make test-fast
+
+
 def _config(out: Path, roles: dict | None = None, cache_from: Path | None = None):
     """The calibration run; ``cache_from`` seeds the stage cache with another run's (verification
     results are keyed on image content and the detector, not on the chat backends, so they are

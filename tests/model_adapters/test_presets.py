@@ -92,6 +92,7 @@ def test_run_with_a_preset_name_and_no_data_stops_at_once_without_writing(tmp_pa
     assert list(tmp_path.iterdir()) == []  # neither the output folder nor an empty cache folder
 
 
+@pytest.mark.slow
 def test_the_wheel_ships_every_preset(tmp_path) -> None:
     import importlib.util
 

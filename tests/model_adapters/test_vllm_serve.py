@@ -60,6 +60,9 @@ FAKE_SERVER = textwrap.dedent("""\
 """)
 
 
+pytestmark = pytest.mark.slow  # server processes started and stopped: make test, not make test-fast
+
+
 @pytest.fixture()
 def fake_vllm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A ``vllm`` package whose ``entrypoints.openai.api_server`` is the fake server above."""

@@ -130,6 +130,7 @@ def _sha(folder: Path) -> str:
     return json.loads((folder / TRAINING_INFO).read_text())["weights_sha256"]
 
 
+@pytest.mark.slow
 def test_training_is_deterministic_and_the_folder_loads_with_from_pretrained(tmp_path):
     from transformers import AutoProcessor, Qwen3VLForConditionalGeneration
 

@@ -27,6 +27,9 @@ from verification.gate import evaluate_gate
 SEVERAL = max(2, min(4, os.cpu_count() or 2))
 
 
+pytestmark = pytest.mark.slow  # verification of whole calibration edits: make test, not make test-fast
+
+
 def _both(fn):
     with threadpool_limits(limits=SEVERAL, user_api="blas"):
         several = fn()
