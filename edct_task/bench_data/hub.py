@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 import zipfile
 from collections import Counter
 from collections.abc import Callable
@@ -343,9 +344,9 @@ def scan_drivelm(source: HubSource) -> SourceScan:
     flag = "--drivelm-hub"
     qa, provenance = hub_file(source, flag, DRIVELM_QA)
     archive, _ = hub_file(source, flag, DRIVELM_IMAGES)
+    images = ZipMembers(archive)
     try:
-        with zipfile.ZipFile(archive) as z:
-            members = [n for n in z.namelist() if not n.endswith("/")]
+        members = [n for n in images.zip().namelist() if not n.endswith("/")]
     except (zipfile.BadZipFile, OSError) as exc:
         raise BenchDataError(f"{archive}: not a readable zip archive ({exc})") from None
     by_tail: dict[str, str] = {}
@@ -362,7 +363,7 @@ def scan_drivelm(source: HubSource) -> SourceScan:
         label = f"{archive.name}:{member or tail}"
         if member is None:
             return drivelm.FrontImage(reader=_missing(archive, tail), label=label)
-        return drivelm.FrontImage(reader=_member(archive, member), label=label)
+        return drivelm.FrontImage(reader=_member(images, member), label=label)
 
     out = SourceScan("drivelm", drivelm.SOURCE, {"qa": qa, "images": archive}, {}, drivelm.rules())
     out.provenance = {**provenance, "files": [DRIVELM_QA, DRIVELM_IMAGES]}
@@ -374,26 +375,43 @@ MAX_COMPRESSION_RATIO = 200
 ratio in the hundreds is a zip bomb)."""
 
 
-def _member(archive: Path, member: str) -> Callable[[], bytes]:
+class ZipMembers:
+    """One zip archive, opened and its directory parsed once for every member read: reading all of
+    a build's images costs one pass over the directory, not one per image. zipfile's shared file
+    handle serialises concurrent member reads."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._zip: zipfile.ZipFile | None = None
+        self._lock = threading.Lock()
+
+    def zip(self) -> zipfile.ZipFile:
+        with self._lock:
+            if self._zip is None:
+                self._zip = zipfile.ZipFile(self.path)
+            return self._zip
+
+
+def _member(archive: ZipMembers, member: str) -> Callable[[], bytes]:
     """The member's bytes, checked by its directory entry before a byte is inflated (size,
     compression ratio, no encryption) and read never beyond its declared size."""
 
     def read() -> bytes:
-        with zipfile.ZipFile(archive) as z:
-            info = z.getinfo(member)
-            if info.file_size > MAX_IMAGE_BYTES:
-                raise ValueError(
-                    f"{member} is {info.file_size} bytes uncompressed, over the limit of {MAX_IMAGE_BYTES}"
-                )
-            if info.file_size > MAX_COMPRESSION_RATIO * max(info.compress_size, 1) + 4096:
-                raise ValueError(f"{member} inflates {info.file_size // max(info.compress_size, 1)}-fold")
-            if info.flag_bits & 0x1:
-                raise ValueError(f"{member} is encrypted")
-            with z.open(info) as f:
-                data = f.read(MAX_IMAGE_BYTES + 1)
-            if len(data) > info.file_size:
-                raise ValueError(f"{member} inflates beyond its declared size")
-            return data
+        z = archive.zip()
+        info = z.getinfo(member)
+        if info.file_size > MAX_IMAGE_BYTES:
+            raise ValueError(
+                f"{member} is {info.file_size} bytes uncompressed, over the limit of {MAX_IMAGE_BYTES}"
+            )
+        if info.file_size > MAX_COMPRESSION_RATIO * max(info.compress_size, 1) + 4096:
+            raise ValueError(f"{member} inflates {info.file_size // max(info.compress_size, 1)}-fold")
+        if info.flag_bits & 0x1:
+            raise ValueError(f"{member} is encrypted")
+        with z.open(info) as f:
+            data = f.read(MAX_IMAGE_BYTES + 1)
+        if len(data) > info.file_size:
+            raise ValueError(f"{member} inflates beyond its declared size")
+        return data
 
     return read
 

@@ -74,9 +74,31 @@ def test_a_drivelm_zip_member_is_checked_before_it_is_inflated(tmp_path):
         z.writestr("samples/CAM_FRONT/bomb.jpg", b"\0" * (40 << 20))
         z.writestr("samples/CAM_FRONT/flat.jpg", b"\0" * (4 << 20))
     with pytest.raises(ValueError, match="over the limit of 33554432"):
-        hub._member(archive, "samples/CAM_FRONT/bomb.jpg")()
+        hub._member(hub.ZipMembers(archive), "samples/CAM_FRONT/bomb.jpg")()
     with pytest.raises(ValueError, match=r"inflates [0-9]+-fold"):
-        hub._member(archive, "samples/CAM_FRONT/flat.jpg")()
+        hub._member(hub.ZipMembers(archive), "samples/CAM_FRONT/flat.jpg")()
+
+
+def test_reading_every_member_opens_the_archive_once(tmp_path, monkeypatch):
+    """Before: every image read opened the zip again and parsed its whole directory (work
+    growing as images × members); now one open serves every read."""
+    archive = tmp_path / "nuscenes.zip"
+    names = [f"samples/CAM_FRONT/{i}.jpg" for i in range(300)]
+    with zipfile.ZipFile(archive, "w") as z:
+        for i, name in enumerate(names):
+            z.writestr(name, bytes([i % 256]) * 64)
+    opened = []
+    real = zipfile.ZipFile
+
+    def counting(*args, **kwargs):
+        opened.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hub.zipfile, "ZipFile", counting)
+    members = hub.ZipMembers(archive)
+    data = [hub._member(members, name)() for name in names]
+    assert data[7] == bytes([7]) * 64 and len(data) == 300
+    assert len(opened) == 1
 
 
 @pytest.mark.parametrize(
