@@ -51,7 +51,14 @@ from edct_task.leaderboard.identity import differing_fields, field_value, saniti
 from edct_task.leaderboard.verify import DEFAULT_SCORING, BoardScoring, Rejected, Verified, verify_bundle
 from edct_task.reporting.setup import setup_label
 from edct_task.reporting.tables import interval_cell
-from edct_task.scoring.compare import compare_paired, holm, p_text, pair_records, rank_intervals, tied_groups
+from edct_task.scoring.compare import (
+    holm,
+    p_text,
+    pair_records,
+    paired_summary,
+    rank_intervals,
+    tied_groups,
+)
 from edct_task.scoring.metrics import CCS_BINARY, METRIC_NAMES
 from edct_task.text_safety import csv_number, csv_text, reveal_line
 
@@ -145,21 +152,14 @@ def pairwise(entries: Sequence[Verified], scoring: BoardScoring = DEFAULT_SCORIN
     for i, a in enumerate(entries):
         for b in entries[i + 1 :]:
             paired = pair_records(a.records, b.records, RANK_METRIC)
-            c = compare_paired(paired, RANK_METRIC, n_resamples=scoring.n_resamples, seed=scoring.seed)
-            d = c.difference.as_dict()
+            n, seed = scoring.n_resamples, scoring.seed
             out.append(
                 {
                     "a": a.model,
                     "b": b.model,
                     "a_bundle": str(a.bundle),
                     "b_bundle": str(b.bundle),
-                    "difference": d["estimate"],
-                    "low": d["low"],
-                    "high": d["high"],
-                    "p": c.test.p,
-                    "test": c.test.method,
-                    "n_resamples": c.test.n_resamples,
-                    "n_paired": paired.n,
+                    **paired_summary(paired, RANK_METRIC, n_resamples=n, seed=seed),
                 }
             )
     for row, adjusted in zip(out, holm([r["p"] for r in out]), strict=True):

@@ -15,7 +15,7 @@ from typing import Any
 
 from edct_task.reporting.sources import Collection, EdctRun
 from edct_task.reporting.tables import MISSING, Table
-from edct_task.scoring.compare import PAIRED_METRICS, compare_paired, holm, p_text, pair_records
+from edct_task.scoring.compare import PAIRED_METRICS, holm, p_text, pair_records, paired_summary
 
 RESAMPLES = 10_000
 SEED = 0
@@ -47,16 +47,8 @@ def difference_rows(collection: Collection) -> list[dict[str, Any]]:
             row["a_source"], row["b_source"] = a.source, b.source
             for metric in PAIRED_METRICS:
                 paired = pair_records(a.records, b.records, metric)
-                c = compare_paired(paired, metric, n_resamples=RESAMPLES, seed=SEED)
-                d = c.difference.as_dict()
                 row[metric] = {
-                    "difference": d["estimate"],
-                    "low": d["low"],
-                    "high": d["high"],
-                    "p": c.test.p,
-                    "test": c.test.method,
-                    "n_resamples": c.test.n_resamples,
-                    "n_paired": paired.n,
+                    **paired_summary(paired, metric, n_resamples=RESAMPLES, seed=SEED),
                     "dropped": paired.dropped,
                 }
             rows.append(row)

@@ -614,3 +614,19 @@ def detectable_difference(n: int, sd: float, *, alpha: float = ALPHA, power: flo
 
     effect = TTestPower().solve_power(nobs=n, alpha=alpha, power=power)
     return float(effect) * sd
+
+
+def paired_summary(paired: Paired, metric: str, *, n_resamples: int, seed: int) -> dict[str, Any]:
+    """One pair's row of a differences table: the paired difference with its CI, the sign-flip p
+    and its method, and the number of items paired (Holm's adjustment is the table's)."""
+    c = compare_paired(paired, metric, n_resamples=n_resamples, seed=seed)
+    d = c.difference.as_dict()
+    return {
+        "difference": d["estimate"],
+        "low": d["low"],
+        "high": d["high"],
+        "p": c.test.p,
+        "test": c.test.method,
+        "n_resamples": c.test.n_resamples,
+        "n_paired": paired.n,
+    }
