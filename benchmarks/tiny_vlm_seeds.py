@@ -12,13 +12,12 @@ checkpoint. About 10 CPU-minutes per faithful training and 4 per prior one.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from edct_task.tiny_vlm.agreement import TARGETS, as_record, measure
 from edct_task.tiny_vlm.store import is_recipe, shipped_info, training_info
-from edct_task.tiny_vlm.training import TRAINING_INFO, recipe, train
+from edct_task.tiny_vlm.training import TRAINING_INFO, recipe, train, write_info
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
             info = training_info(folder)
             if "agreement" not in info:
                 info["agreement"] = as_record(measure(folder, n=TARGETS[behavior].n))
-                (folder / TRAINING_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+                write_info(folder, info)
             a = info["agreement"]
             same = "yes" if info["weights_sha256"] == shipped else "no"
             rows.append((behavior, seed, info["weights_sha256"][:12], a["answers"], a["explanations"], same))

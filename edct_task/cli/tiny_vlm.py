@@ -89,12 +89,12 @@ def _check_rebuild(folder: Path, behavior: str, info: dict[str, Any]) -> int:
     """Measure the rebuild, record it in its training record, compare it with the shipped one."""
     from edct_task.tiny_vlm.agreement import TARGETS, as_record, measure
     from edct_task.tiny_vlm.store import shipped_info
-    from edct_task.tiny_vlm.training import TRAINING_INFO
+    from edct_task.tiny_vlm.training import write_info
 
     targets = TARGETS[behavior]
     got = measure(folder, n=targets.n)
     info["agreement"] = as_record(got)
-    (folder / TRAINING_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    write_info(folder, info)
     shipped = shipped_info(behavior)
     _log(
         f"agreement with the faithful reference on {got.n} held-out scenes: answers {got.answers}, "

@@ -240,7 +240,12 @@ def save(out: Path, model: Any, processor: Any, info: dict[str, Any]) -> None:
     info["weights_sha256"] = hashlib.sha256(weights.read_bytes()).hexdigest()
     info["size_bytes"] = sum(f.stat().st_size for f in out.iterdir() if f.is_file())
     info["numeric_env"] = dict(NUMERIC_ENV)
-    (out / TRAINING_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    write_info(out, info)
+
+
+def write_info(folder: Path, info: dict[str, Any]) -> None:
+    """Write a checkpoint folder's training record (``edct_training.json``)."""
+    (folder / TRAINING_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
 
 
 def _settings_from_json(text: str) -> TrainSettings:
