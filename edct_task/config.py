@@ -60,6 +60,12 @@ class DataSection(_Section):
         description="I/N: run only slice I (0 … N-1) of the items, by a hash of each item's id "
         "(`edct run --shard`; applied after `limit`; `edct merge` joins the N slices' folders).",
     )
+    domains: list[str] | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="dataset: only the items of these domains (okvqa, drivelm, 3dsr); the lmms-eval "
+        "task edct_bench_okvqa is domains [okvqa] (`edct run --model … --tasks`).",
+    )
     max_pixels: int = Field(
         40_000_000,
         ge=1,

@@ -23,6 +23,12 @@ def _openai_chat_target(options: Mapping[str, Any]) -> Any:
     return OpenAIVisionChat(client_from_options(options))
 
 
+def _lmms_eval_target(options: Mapping[str, Any]) -> Any:
+    from model_adapters.lmms_eval_target import from_options
+
+    return from_options(options)
+
+
 def _openai_chat_text(options: Mapping[str, Any]) -> Any:
     from model_adapters.openai_chat import OpenAIText, client_from_options
 
@@ -76,7 +82,7 @@ MOONDREAM_OPTIONS = frozenset(
 """Options of the ``moondream`` detector (checked before anything is built)."""
 
 FACTORIES: dict[str, dict[str, Factory]] = {
-    "target": {"openai-chat": _openai_chat_target},
+    "target": {"openai-chat": _openai_chat_target, "lmms-eval": _lmms_eval_target},
     "text": {"openai-chat": _openai_chat_text},
     "editor": {
         "bfl": _bfl_editor,

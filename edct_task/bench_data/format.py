@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -251,7 +251,36 @@ def decode_row_image(value: Any, *, max_pixels: int | None = None) -> tuple[Any,
     return decode_bounded(source, max_pixels=max_pixels or DEFAULT_MAX_PIXELS)
 
 
-def bench_samples(location: str | Path | None, images: Any, *, max_pixels: int | None = None) -> list[Any]:
+def row_fields(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A row's ``SampleInput`` fields but the image: id, domain, question, system prompt, and its
+    metadata with ``source`` and ``source_id`` (the one reading of a row, for every driver)."""
+    try:
+        raw = json.loads(doc["metadata"]) if doc.get("metadata") else {}
+    except json.JSONDecodeError:
+        raw = {"metadata": doc["metadata"]}
+    meta = {
+        k: v if isinstance(v, str) else json.dumps(v)
+        for k, v in (raw if isinstance(raw, dict) else {}).items()
+    }
+    for key in ("source", "source_id"):
+        if doc.get(key) is not None:
+            meta[key] = str(doc[key])
+    return {
+        "id": str(doc["id"]),
+        "domain": str(doc["domain"]),
+        "question": str(doc["question"]),
+        "system_prompt": doc.get("system_prompt") or None,
+        "metadata": meta,
+    }
+
+
+def bench_samples(
+    location: str | Path | None,
+    images: Any,
+    *,
+    max_pixels: int | None = None,
+    domains: Sequence[str] | None = None,
+) -> list[Any]:
     """The dataset's rows as protocol inputs (``SampleInput``), images put in ``images`` (an ImageStore).
 
     A row whose image cannot be decoded (truncated, corrupt, not an image) does not stop the
@@ -259,30 +288,24 @@ def bench_samples(location: str | Path | None, images: Any, *, max_pixels: int |
     place, and the run records it like any other failed sample. So does an image over the pixel
     budget ``max_pixels`` (default ``image_decode.DEFAULT_MAX_PIXELS``) or a decompression bomb. An
     EXIF orientation is applied and recorded in the sample's metadata (``exif_orientation``).
+    ``domains``: only the rows of these domains.
     """
     import datasets
 
     from edct_task.core.records import SampleInput, SampleRecord
 
     ds = load_bench(location).cast_column("image", datasets.Image(decode=False))
+    if domains is not None:
+        present = sorted(set(ds["domain"]))
+        ds = ds.filter(lambda d: d in set(domains), input_columns="domain")
+        if len(ds) == 0:
+            raise BenchDataError(
+                f"{location or ENV_DATA}: no items of domain(s) {', '.join(domains)} (domains present: "
+                f"{', '.join(present)})"
+            )
     out: list[Any] = []
     for doc in ds:
-        try:
-            raw = json.loads(doc["metadata"]) if doc["metadata"] else {}
-        except json.JSONDecodeError:
-            raw = {"metadata": doc["metadata"]}
-        meta = {
-            k: v if isinstance(v, str) else json.dumps(v)
-            for k, v in (raw if isinstance(raw, dict) else {}).items()
-        }
-        meta.update(source=str(doc["source"]), source_id=str(doc["source_id"]))
-        fields = {
-            "id": str(doc["id"]),
-            "domain": str(doc["domain"]),
-            "question": str(doc["question"]),
-            "system_prompt": doc["system_prompt"] or None,
-            "metadata": meta,
-        }
+        fields = row_fields(doc)
         try:
             image, notes = decode_row_image(doc["image"], max_pixels=max_pixels)
             ref = images.put(image)
@@ -295,7 +318,7 @@ def bench_samples(location: str | Path | None, images: Any, *, max_pixels: int |
                 reason = f"row {fields['id']}: image cannot be decoded ({type(exc).__name__}: {exc})"
             out.append(SampleRecord(sample=SampleInput(image="", **fields), status="error", reason=reason))
             continue
-        fields["metadata"] = {**meta, **notes}
+        fields["metadata"] = {**fields["metadata"], **notes}
         out.append(SampleInput(image=ref, **fields))
     check_unique((s.id if isinstance(s, SampleInput) else s.sample.id for s in out), str(location))
     return out

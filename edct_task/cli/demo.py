@@ -145,15 +145,15 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_tiny_vlm(args: argparse.Namespace) -> int:
     """The tiny Qwen3-VL checkpoints through lmms-eval's ``qwen3_vl`` (transformers, CPU): the
-    calibration task on the fast path per checkpoint, Table 1 side by side, the report and an
-    audit of each run (its real replies)."""
+    calibration task per checkpoint (the lmms-eval target backend), Table 1 side by side, the
+    report and an audit of each run (its real replies)."""
     from edct_task import config as cfg
     from edct_task.audit.links import AUDIT_DIR
     from edct_task.audit.report import write_audit
-    from edct_task.lmms.fastpath import run_fastpath
     from edct_task.reporting.report import REPORT_MD, write_report
     from edct_task.reporting.sources import collect
     from edct_task.run.outputs import load_run
+    from edct_task.run.runner import run as run_edct
     from edct_task.scoring.table import runs_table
     from edct_task.tiny_vlm import BEHAVIORS
     from edct_task.tiny_vlm.store import checkpoint_path
@@ -172,17 +172,15 @@ def _run_tiny_vlm(args: argparse.Namespace) -> int:
         run_dir = out / f"tiny-vlm-{b}"
         base = cfg.calibration_config(n=args.samples, output_dir=run_dir).model_dump(mode="json")
         base["protocol"]["max_new_tokens"] = TINY_VLM_MAX_NEW_TOKENS
+        base["roles"]["target"] = {
+            "backend": "lmms-eval",
+            "model": "qwen3_vl",
+            "model_args": f"pretrained={checkpoint},device=cpu,device_map=cpu",
+        }
         config = cfg.config_from_dict(base, args.overrides)
         config = config.model_copy(update={"cache_dir": out / "cache", "progress": not args.no_progress})
         t = time.perf_counter()
-        run_fastpath(
-            "qwen3_vl",
-            f"pretrained={checkpoint},device=cpu,device_map=cpu",
-            "edct_calibration",
-            config=config,
-            output_path=run_dir,
-            limit=args.samples,
-        )
+        run_edct(config)
         seconds[b] = time.perf_counter() - t
         folders[run_dir] = f"tiny-vlm {b}"
         audit = write_audit(load_run(run_dir), run_dir / AUDIT_DIR, source=str(run_dir))

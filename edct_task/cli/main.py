@@ -2,7 +2,7 @@
 
 ``edct demo``                 the calibration reference models side by side, and the report folder
 ``edct run --config FILE``    roles → backends from a YAML file (``--set key=value`` overrides)
-``edct run --model M --tasks T``   the batched fast path over an lmms-eval model and task
+``edct run --model M --tasks T``   the same run with an lmms-eval model as the target
 ``edct run --config FILE --shard I/N``   one slice of the items, as an independent job
 ``edct merge SHARD_DIR… --output RUN``   the slices' folders joined into one run, checked
 ``edct sweep SWEEP.yaml``     models × configs × seeds × shards as jobs (Ray or local; --emit-slurm)

@@ -1,4 +1,4 @@
-"""``edct run``: a YAML config, or the lmms-eval fast path with ``--model``."""
+"""``edct run``: a YAML config, or an lmms-eval model as the target with ``--model``."""
 
 from __future__ import annotations
 
@@ -50,10 +50,11 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
 
 def _add_lmms_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group(
-        "lmms-eval fast path",
-        "run an lmms-eval model on the EDCT lmms-eval tasks with the batched driver; results are written "
-        "in lmms-eval's format. lmms-eval's own flags are accepted as lmms-eval spells them (and with "
-        "dashes: --model-args, --gen-kwargs, ...)",
+        "lmms-eval model as the target",
+        "run an lmms-eval model (through lmms-eval's registry) on the items of the EDCT lmms-eval tasks; "
+        "the run folder is an ordinary EDCT run, lmms-eval's results files are exported beside it. "
+        "lmms-eval's own flags are accepted as lmms-eval spells them (and with dashes: --model-args, "
+        "--gen-kwargs, ...)",
     )
     g.add_argument("--model", help="lmms-eval model name (qwen3_vl, vllm, openai, edct_reference, ...)")
     g.add_argument(
@@ -88,14 +89,14 @@ def _add_lmms_options(p: argparse.ArgumentParser) -> None:
         dest="output_path",
         type=Path,
         default=None,
-        help="lmms-eval results folder (default <output>/lmms)",
+        help="folder of the lmms-eval export (default <output>/lmms)",
     )
     g.add_argument(
         "--log_samples",
         "--log-samples",
         dest="log_samples",
         action="store_true",
-        help="also write lmms-eval's per-sample JSONL",
+        help="the export also holds lmms-eval's per-sample JSONL",
     )
 
 
@@ -104,9 +105,10 @@ def add_parser(sub: Any) -> None:
         "run",
         help="run EDCT from a YAML config or preset, or on an lmms-eval model (--model)",
         description="Run EDCT: with --config, the roles, protocol and data of a YAML file or a shipped "
-        "preset (edct presets); with --model, lmms-eval's model on the EDCT lmms-eval tasks through the "
-        "batched fast path, written in lmms-eval's results format. Writes results.json, samples.jsonl and "
-        "images/ to the output folder; rerunning the same command resumes from the stage cache.",
+        "preset (edct presets); with --model, the same run with an lmms-eval model as the target "
+        "(backend lmms-eval) on the items of the EDCT lmms-eval tasks, plus lmms-eval's results files "
+        "as an export (<output>/lmms). Writes results.json, samples.jsonl and images/ to the output "
+        "folder; rerunning the same command resumes from the stage cache.",
     )
     run.add_argument(
         "--config",
@@ -144,9 +146,13 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--output and --output_path name two folders; without --model give one")
         args.output = args.output_path
     if args.config is None:
-        raise ConfigError("edct run needs --config FILE, or --model NAME (lmms-eval fast path)")
-    config = _config(args)
+        raise ConfigError("edct run needs --config FILE, or --model NAME (an lmms-eval model as the target)")
+    outcome = _run_and_print(_config(args))
+    return 0 if outcome is None else finish(outcome.records, args.fail_on_unscored)
 
+
+def _run_and_print(config: Any) -> Any:
+    """``runner.run`` and its summary; None on a rank other than 0 of a torchrun group."""
     from edct_task.run.runner import run as run_edct
     from edct_task.scoring.table import score_table
 
@@ -156,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
             f"rank {outcome.shard.rank} of {outcome.shard.world_size}: "
             f"{len(outcome.records)} samples, sent to rank 0"
         )
-        return 0
+        return None
     roles = outcome.results["config"]["roles"]
     cfg = outcome.results["config"]
     target = " ".join(f"{k}={v}" for k, v in roles["target"].items())
@@ -168,13 +174,13 @@ def run(args: argparse.Namespace) -> int:
         f"\nwrote {outcome.output_dir / 'results.json'}, samples.jsonl and images/ "
         f"({outcome.results['wall_seconds']:.1f} s)"
     )
-    return finish(outcome.records, args.fail_on_unscored)
+    return outcome
 
 
 def finish(records: list[Any], fail_on_unscored: float | None) -> int:
     """Print the failure summary and the judge-health warnings; the exit code: 3 when too many
     samples went unscored, or when a whole judgement kind could not be read for any sample (the
-    same on the config path and the fast path)."""
+    same for every run)."""
     from edct_task.scoring.health import health_line, health_warnings, judge_health, unreadable_kinds
 
     summary = failure_summary(records)
@@ -248,31 +254,47 @@ def _backend_names(spec: dict[str, Any] | list[dict[str, Any]]) -> str:
 
 
 def _run_lmms(args: argparse.Namespace) -> int:
-    """``edct run --model … --tasks …``: the batched driver on an lmms-eval model."""
-    from edct_task.lmms.fastpath import results_files, run_fastpath
+    """``edct run --model … --tasks …``: an ordinary run whose target is the lmms-eval model
+    (backend ``lmms-eval``) on the items the tasks name, then lmms-eval's files as an export."""
+    from edct_task import config as cfg
+    from edct_task.lmms.tasks import task_data
+    from model_adapters.lmms_eval_target import parse_gen_kwargs
 
-    config = _config(args)
-    if config.data.shard is not None:  # until --model runs on the runner (issue 32)
-        raise ConfigError("--shard needs `edct run --config`; the --model fast path does not slice items")
-    output_path = args.output_path or config.output_dir / "lmms"
-    outcome = run_fastpath(
-        args.model,
-        args.model_args,
-        args.tasks,
-        config=config,
-        output_path=output_path,
-        log_samples=args.log_samples,
-        limit=args.limit,
-        batch_size=args.batch_size,
-        device=args.device,
-        gen_kwargs=args.gen_kwargs,
-    )
-    from lmms_eval.utils import make_table
+    base = _config(args)
+    raw = base.model_dump(mode="json")
+    target: dict[str, Any] = {"backend": "lmms-eval", "model": args.model, "model_args": args.model_args}
+    try:
+        gen_kwargs = parse_gen_kwargs(args.gen_kwargs)
+    except ValueError as exc:
+        raise ConfigError(f"--gen_kwargs: {exc}") from None
+    extra = {"gen_kwargs": gen_kwargs, "batch_size": args.batch_size, "device": args.device}
+    target.update({k: v for k, v in extra.items() if v})
+    raw["roles"]["target"] = target
+    data = {**raw["data"], "domains": None, **task_data(args.tasks, args.model)}
+    if args.limit is not None:
+        data["limit"] = args.limit
+    raw["data"] = data
+    config = cfg.config_from_dict(raw, [])
+    outcome = _run_and_print(config)
+    if outcome is None:
+        return 0
+    if outcome.shard is None and config.data.shard is None:
+        from lmms_eval.utils import make_table
 
-    results = outcome.results
-    print(make_table(results))
-    if "groups" in results:
-        print(make_table(results, "groups"))
-    files = results_files(output_path)
-    print(f"wrote {files[-1] if files else output_path} ({results['edct']['wall_seconds']:.1f} s)")
+        from edct_task.lmms.export import export
+        from edct_task.run.log import RunLog
+
+        output_path = args.output_path or outcome.output_dir / "lmms"
+        results = export(
+            RunLog.model_validate(outcome.results),
+            outcome.records,
+            outcome.output_dir,
+            output_path,
+            tasks=args.tasks,
+            log_samples=args.log_samples,
+        )
+        print(make_table(results))
+        if "groups" in results:
+            print(make_table(results, "groups"))
+        print(f"lmms-eval's files of the run (an export): {output_path}")
     return finish(outcome.records, args.fail_on_unscored)

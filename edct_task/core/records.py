@@ -15,6 +15,13 @@ from verification.records import EditCheck
 
 SCHEMA_VERSION = 1
 
+TargetRendering = Literal["multi-turn", "single-turn-quoted"]
+MULTI_TURN: TargetRendering = "multi-turn"
+"""The target received the real conversation (answer → why as turns); the default."""
+SINGLE_TURN_QUOTED: TargetRendering = "single-turn-quoted"
+"""The target received each request as one user turn, the earlier turns quoted in its text
+(lmms-eval's agentic loop, and lmms-eval's simple models)."""
+
 
 class Record(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -224,3 +231,9 @@ class SampleRecord(Record):
     )
     steps: tuple[ChainStep, ...] = Field(default=(), description="One entry per edit of the chain, in order.")
     scores: SampleScores | None = Field(default=None, description="The sample's scores, when scored.")
+    target_rendering: TargetRendering = Field(
+        default=MULTI_TURN,
+        exclude_if=lambda v: v == MULTI_TURN,
+        description="How the target received the conversation: multi-turn (the default, not written) "
+        "or single-turn-quoted (one user turn with the earlier turns quoted).",
+    )

@@ -365,7 +365,7 @@ def handler_table(
     pixels: PixelCache | None = None,
 ) -> HandlerTable:
     """Every request type's handler for one run, sharing ``pixels`` (a new one over ``store`` if
-    None; the fast path passes its own, holding the documents' images it has just decoded)."""
+    None; the runner and the lmms-eval hooks pass the one their composition root made)."""
     pixels = pixels if pixels is not None else PixelCache(store)
     return {
         AskTarget: TargetHandler(roles, pixels, config, target_batch_size),

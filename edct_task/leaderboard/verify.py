@@ -39,7 +39,13 @@ from edct_task.leaderboard.archive import DEFAULT_LIMITS, ArchiveError, Limits
 from edct_task.leaderboard.bundle import BundleError, _image_refs, bundle_digest, member_sha256, read_bundle
 from edct_task.leaderboard.identity import display_name, evidence_digest, sanitise, target_identity
 from edct_task.leaderboard.rederive import Mismatch, protocol_of, rederive_record
-from edct_task.reporting.setup import dataset_manifest, setup_differences, setup_id, setup_identity
+from edct_task.reporting.setup import (
+    dataset_manifest,
+    setup_differences,
+    setup_id,
+    setup_identity,
+    target_rendering,
+)
 from edct_task.scoring.metrics import METRIC_NAMES, summarise
 
 REQUIRED = ("results.json", "samples.jsonl", "dataset_manifest.json", "images.json")
@@ -226,7 +232,9 @@ def _obj(value: Any, what: str) -> dict[str, Any]:
     return value
 
 
-def _own_setup(bundle: Any, kind: str, results: dict[str, Any], digest: str) -> tuple[dict[str, Any], Any]:
+def _own_setup(
+    bundle: Any, kind: str, results: dict[str, Any], digest: str, records: list[Any]
+) -> tuple[dict[str, Any], Any]:
     """(setup identity, target identity) recomputed from the run's own files."""
     if kind == "edct":
         config = _obj(results.get("config"), "results.json config")
@@ -247,6 +255,7 @@ def _own_setup(bundle: Any, kind: str, results: dict[str, Any], digest: str) -> 
         verification=_obj(source.get("verification"), "verification"),
         prompt_versions=_obj(source.get("prompt_versions"), "prompt_versions"),
         dataset_digest=digest,
+        rendering=target_rendering(records),
     )
     return setup, target
 
@@ -326,7 +335,7 @@ def _check_open_bundle(
     results = bundle.json_object("results.json")
     if kind == "lmms" and "setup_source.json" not in bundle.members:
         raise Rejection("incomplete", "member setup_source.json is missing (lmms-eval bundles need it)")
-    own, target = _own_setup(bundle, kind, results, manifest["digest"])
+    own, target = _own_setup(bundle, kind, results, manifest["digest"], records)
     claimed_setup = {k: v for k, v in _obj(meta.get("setup"), "bundle.json setup").items() if k != "target"}
     diff = setup_differences(claimed_setup, own)
     if diff:

@@ -1,16 +1,21 @@
-"""lmms-eval task hooks: EDCT as a ``generate_until_agentic`` task (the compat driver).
+"""lmms-eval task hooks: EDCT as a ``generate_until_agentic`` task (``lmms-eval --tasks edct_bench``).
 
 lmms-eval calls the target model itself, one request at a time, and after every reply calls the
-task's ``doc_to_text`` with the outputs so far. That callback is this module's compat driver: it
-advances the *same* sans-IO protocol as ``edct run`` (``edct_task.engine.protocol.sample_protocol``),
-answers every non-target request (extractor, judge, editor, verification) through the stage-cached
-``Dispatcher``, and hands lmms-eval the next target turn. When the protocol returns its record, the
-final response is the record as a JSON string (``{…``), which ``process_results`` scores.
+task's ``doc_to_text`` with the outputs so far. That callback advances the *same* sans-IO protocol
+as ``edct run`` (``SampleRun``), answers every non-target request (extractor, judge, editor,
+verification) through the stage-cached ``Dispatcher`` the runner's composition root builds, and
+hands lmms-eval the next target turn. When the protocol returns its record, the final response is
+the record as a JSON string (``{…``); ``process_results`` appends it to the EDCT run folder
+(``settings.RunFolder``) and scores it.
 
-Each lmms-eval round is a fresh single user turn, so the answer → why history of a conversation is
-carried in the text (``render_turn``); ``parse_turn`` inverts it (the reference model uses it).
+lmms-eval 0.7.3's agentic loop sends every round, to chat and simple models alike, as a fresh
+single user turn built from one text and the images: the answer → why history is quoted in the
+text (``turns.turn_text``), and the records say so (``target_rendering: single-turn-quoted``).
 Rounds after the first end with a short image tag (the image's content hash) so that every round
 of a document has a distinct text: lmms-eval's response cache hashes text, not images.
+
+During an export (``lmms.export``: lmms-eval's own evaluator writing the files of a finished run)
+each document is answered with its finished record at once.
 
 Non-target roles come from an EDCT config file (``$EDCT_CONFIG``; default: the calibration
 roles) and are validated when the task's documents are loaded. Metric names come from
@@ -23,11 +28,12 @@ import json
 import sys
 from typing import Any
 
-from edct_task.core.records import SampleInput, SampleRecord
+from edct_task.core.records import SINGLE_TURN_QUOTED, SampleInput, SampleRecord
 from edct_task.core.requests import AskTarget, Request
 from edct_task.engine.dispatch import Dispatcher
 from edct_task.engine.drive import SampleRun
 from edct_task.engine.protocol import ProtocolConfig
+from edct_task.lmms import export
 from edct_task.lmms.documents import IMAGE_ERRORS, doc_image_and_notes, sample_of, unreadable_record
 from edct_task.lmms.results import final_response, parse_final, record_results
 from edct_task.lmms.settings import settings
@@ -119,6 +125,12 @@ def doc_to_text(
     previous_round_info: dict | None = None,
 ) -> Any:
     """The agentic callback: the question first, then one EDCT target turn per round."""
+    replay = export.active()
+    if replay is not None:  # an export: the document's finished record is its response
+        if round_idx is None:
+            return ""
+        record = replay.records[str(doc["id"])]
+        return None, None, True, [final_response(record)], {"state": {"sample": record.sample.id}}
     if round_idx is None:
         return first_turn_text(doc)
     outputs = list(previous_output or [])
@@ -133,7 +145,7 @@ def doc_to_text(
             image, notes = doc_image_and_notes(doc)
             ref = s.images.put(image)
         except IMAGE_ERRORS as exc:  # a bad image costs this document: its error record, no model call
-            record = unreadable_record(doc, exc)
+            record = quoted(unreadable_record(doc, exc))
             state = {"sample": record.sample.id, "rounds": 0, "status": record.status}
             return None, None, True, [*outputs, final_response(record)], {"state": state}  # type: ignore[arg-type]
         session = Session(sample_of(doc, ref, notes), s.protocol, s.dispatcher)
@@ -145,7 +157,7 @@ def doc_to_text(
     if nxt is None:
         assert session.record is not None
         state["status"] = session.record.status
-        return None, None, True, [*outputs, final_response(session.record)], {"state": state}
+        return None, None, True, [*outputs, final_response(quoted(session.record))], {"state": state}
     state["next"] = nxt.purpose
     visuals = [settings().images.get(ref) for ref in target_images(nxt)]
     return visuals, turn_text(nxt, first=False), False, None, {"state": state, "edct_session": session}
@@ -154,15 +166,22 @@ def doc_to_text(
 # ----------------------------------------------------------------------------- scoring
 
 
+def quoted(record: SampleRecord) -> SampleRecord:
+    """The record with the rendering lmms-eval's loop gave the target."""
+    return record.model_copy(update={"target_rendering": SINGLE_TURN_QUOTED})
+
+
 def process_results(doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
-    """Scores of one document: the metrics it counts for, counts, and the audit digest.
+    """Scores of one document: the metrics it counts for, counts, and the audit digest; the
+    record is appended to the EDCT run folder first (not during an export).
 
     A metric the sample does not count for (None) is left out, so lmms-eval's ``mean`` skips it.
     """
     record = parse_final(doc, results)
-    try:
-        s = settings()
-        images, setup = s.images, s.describe()
-    except Exception as exc:  # the digest is still useful without resolved paths
-        images, setup = None, {"error": f"{type(exc).__name__}: {exc}"}
-    return record_results(record, images, setup)
+    replay = export.active()
+    if replay is not None:
+        return record_results(record, replay.setup)
+    s = settings()
+    record = quoted(record)
+    s.run.append(record)
+    return record_results(record, s.describe())

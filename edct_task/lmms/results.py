@@ -1,17 +1,17 @@
 """What one lmms-eval document scores: the final response (the sample record as JSON), the values
 of every metric, the counts and the audit digest logged with each sample.
 
-Used by the task's ``process_results`` hook and by the fast path, which scores its records with
-the same functions (in-process, without a JSON round trip).
+Used by the task's ``process_results`` hook, on lmms-eval's loop and in an export alike.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from edct_task.core.records import SampleRecord
 from edct_task.lmms.documents import sample_of
-from edct_task.run.outputs import final_record
+from edct_task.run.outputs import final_record, image_files
 from edct_task.scoring import metrics as scoring
 
 COUNT_NAMES = ("n_scored", "n_excluded", "n_unscored", "n_error")
@@ -56,13 +56,15 @@ def metric_names() -> list[str]:
     return [*scoring.METRIC_NAMES, *COUNT_NAMES, SETUP_NAME]
 
 
-def audit(record: SampleRecord, images: Any | None) -> dict[str, Any]:
-    """The readable digest logged with each sample (the full record is the response itself)."""
+def audit(record: SampleRecord, run_dir: str | None) -> dict[str, Any]:
+    """The readable digest logged with each sample (the full record is the response itself);
+    image paths point into the EDCT run folder ``run_dir`` (``run.outputs.image_files``)."""
+    names = {ref: name for name, ref in image_files(record).items()}
 
     def path(ref: str | None) -> str | None:
         if not ref:
             return None
-        return str(images.path(ref)) if images is not None else ref
+        return str(Path(run_dir) / names[ref]) if run_dir and ref in names else ref
 
     steps = []
     for s in record.steps:
@@ -110,10 +112,10 @@ def audit(record: SampleRecord, images: Any | None) -> dict[str, Any]:
     }
 
 
-def record_results(record: SampleRecord, images: Any | None, setup: dict[str, Any]) -> dict[str, Any]:
-    """What ``process_results`` returns for one record (the fast path calls it with its records)."""
+def record_results(record: SampleRecord, setup: dict[str, Any]) -> dict[str, Any]:
+    """What ``process_results`` returns for one record."""
     out: dict[str, Any] = {k: v for k, v in sample_values(record).items() if v is not None}
     for name in COUNT_NAMES:
         out[name] = int(record.status == name[2:])
-    out[SETUP_NAME] = {**audit(record, images), "setup": setup}
+    out[SETUP_NAME] = {**audit(record, setup.get("run_dir")), "setup": setup}
     return out

@@ -1,80 +1,54 @@
-"""What the lmms-eval hooks need besides lmms-eval's model: config, roles, stage cache, dispatcher.
+"""What the lmms-eval hooks need besides lmms-eval's model, built once per process.
 
 Non-target roles come from an EDCT config file (``$EDCT_CONFIG``; default: the calibration
-roles) and are validated when the task's documents are loaded. The fast path (``edct run
---model``) builds its own ``Settings`` with its target and passes it explicitly.
+roles) and are built by the runner's composition root (``run.runner.compose``), so the call
+log, the gate and the stage cache behave as in every other run. Each finished document is
+appended to an ordinary EDCT run folder (``RunFolder``: ``samples.jsonl``, ``images/``, and
+``results.json`` once lmms-eval aggregates): ``$EDCT_OUTPUT_DIR``, else ``edct/`` inside
+lmms-eval's ``--output_path``, else ``run/`` in the work folder (``$EDCT_WORK_DIR``).
 """
 
 from __future__ import annotations
 
-import logging
+import argparse
+import contextlib
 import os
 import sys
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from edct_task import prompts
 from edct_task.config import RunConfig, calibration_config
 from edct_task.core.errors import ConfigError
-from edct_task.engine.dispatch import Dispatcher
-from edct_task.engine.handlers import PixelCache
-from edct_task.engine.lockstep import build_dispatcher
-from edct_task.engine.protocol import ProtocolConfig
+from edct_task.core.records import SINGLE_TURN_QUOTED, SampleRecord
 from edct_task.engine.stage_cache import CacheSchemaError, ImageStore, StageCache
-from edct_task.roles import Roles, build_roles
+from edct_task.run.outputs import RESULTS_FILE, SAMPLES_FILE
+from edct_task.run.runner import Engine, compose, place_images, run_log, write_outputs
 from edct_task.run.workspace import check_writable
-
-log = logging.getLogger(__name__)
+from model_adapters.secrets import is_secret_name
 
 ENV_CONFIG = "EDCT_CONFIG"
 """Path of an EDCT YAML config whose non-target roles, protocol and gate the lmms-eval task uses."""
 ENV_WORK_DIR = "EDCT_WORK_DIR"
 """Folder for the stage cache and the content-addressed images (default: the config's cache dir)."""
+ENV_OUTPUT_DIR = "EDCT_OUTPUT_DIR"
+"""The EDCT run folder of an lmms-eval run (default ``<--output_path>/edct``, else ``<work dir>/run``)."""
 
 DEFAULT_WORK_DIR = Path("runs/edct-lmms")
+LOOP_DRIVER = "lmms-eval agentic loop"
 
 
-@dataclass
-class Settings:
-    """Everything the hooks need besides lmms-eval's model, built once per process."""
-
-    config: RunConfig
-    roles: Roles
-    images: ImageStore
-    cache: StageCache
-    dispatcher: Dispatcher
-    work_dir: Path
-    pixels: PixelCache
-    """Decoded images by ref, shared with the dispatcher's handlers (``PixelCache.put`` stores an
-    image and keeps it decoded for the requests that read it next)."""
-
-    @property
-    def protocol(self) -> ProtocolConfig:
-        return self.config.protocol
-
-    def describe(self) -> dict[str, Any]:
-        """What the results must state: roles (without target), protocol, gate, prompt versions."""
-        roles = {r: s.as_dict() for r, s in self.config.role_specs().items() if r != "target"}
-        return {
-            "roles": roles,
-            "protocol": self.protocol.model_dump(mode="json"),
-            "verification": self.config.verification.model_dump(mode="json"),
-            "prompt_versions": prompts.prompt_versions(),
-            "config_file": os.environ.get(ENV_CONFIG) or None,
-            "work_dir": str(self.work_dir),
-        }
-
-    def close(self) -> None:
-        """Shut the pools, the stage cache and every backend down."""
-        self.dispatcher.close()
-        self.cache.close()
-        self.roles.close()
-
-
-_BUILT: dict[tuple[str | None, str | None], Settings] = {}
-_BUILD_LOCK = threading.Lock()
+def lmms_cli() -> dict[str, str]:
+    """``--model``, ``--model_args``, ``--tasks`` and ``--output_path`` of the lmms-eval command line
+    this process runs (empty when lmms-eval was called from Python)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    for name in ("model", "model_args", "tasks", "output_path"):
+        parser.add_argument(f"--{name}", f"--{name.replace('_', '-')}", dest=name, default=None)
+    known, _ = parser.parse_known_args(sys.argv[1:])
+    return {k: v for k, v in vars(known).items() if v}
 
 
 def hook_config() -> RunConfig:
@@ -87,93 +61,194 @@ def hook_config() -> RunConfig:
     return calibration_config(output_dir=DEFAULT_WORK_DIR)
 
 
-def settings() -> Settings:
-    """The settings of this process's environment (``$EDCT_CONFIG``, ``$EDCT_WORK_DIR``), built once
-    per distinct environment and shared by every hook thread; fails early with a config message.
+@dataclass
+class RunFolder:
+    """The EDCT run folder of the loop path: records appended as lmms-eval scores them, the run
+    log written from them when lmms-eval aggregates (``finish``)."""
 
-    lmms-eval's ``!function`` hooks receive no context, so this per-process memo is the one place
-    they find their roles; it is keyed by the environment that selects them and never replaced
-    (the fast path builds its own ``Settings`` and passes it explicitly).
-    """
-    key = (os.environ.get(ENV_CONFIG) or None, os.environ.get(ENV_WORK_DIR) or None)
-    with _BUILD_LOCK:
-        built = _BUILT.get(key)
-        if built is None:
-            built = _BUILT[key] = build_settings(hook_config())
-        return built
+    path: Path
+    config: RunConfig
+    images: ImageStore
+    target: dict[str, Any]
+    started: float = field(default_factory=time.perf_counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _finished: list[str] = field(default_factory=list, repr=False)
+
+    def append(self, record: SampleRecord) -> None:
+        """One finished document: its line in ``samples.jsonl`` and its images in ``images/``."""
+        line = (record.model_dump_json() + "\n").encode("utf-8")
+        with self._lock:
+            place_images(self.path, [record], self.images)
+            fd = os.open(self.path / SAMPLES_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line)  # one write per line: ranks sharing the folder never interleave
+            finally:
+                os.close(fd)
+
+    def finish(self, ids: list[str], calls: dict[str, Any]) -> None:
+        """Write ``samples.jsonl`` (the last record of every id in ``ids`` and of the ids finished
+        before in this process, in that order) and ``results.json``."""
+        from edct_task.run.outputs import load_records
+
+        with self._lock:
+            self._finished.extend(i for i in ids if i not in self._finished)
+            latest = {r.sample.id: r for r in load_records(self.path / SAMPLES_FILE)}
+            records = [latest[i] for i in self._finished if i in latest]
+            log = run_log(
+                self.config,
+                records,
+                data={"source": "lmms-eval", "tasks": lmms_cli().get("tasks")},
+                backends={"target": self.target},
+                roles={
+                    "target": self.target,
+                    **{r: s.as_dict() for r, s in self.config.role_specs().items() if r != "target"},
+                },
+                usage={},
+                calls=calls,
+                wall_seconds=time.perf_counter() - self.started,
+            )
+            write_outputs(self.path, records, log, self.images)
 
 
-def open_work_dir(config: RunConfig, work_dir: Path | None = None) -> tuple[Path, StageCache]:
-    """The run's work folder (``work_dir``, else ``$EDCT_WORK_DIR``, else the config's cache dir),
-    checked writable and announced, and its stage cache opened (a stale cache folder is refused
-    here, before anything is built)."""
-    where = ""
-    if work_dir is None:
-        env = os.environ.get(ENV_WORK_DIR)
-        where = f" (${ENV_WORK_DIR})" if env else f" (set {ENV_WORK_DIR} to put them elsewhere)"
-        work_dir = Path(env) if env else config.resolved_cache_dir
-    work_dir = Path(work_dir).resolve()
+@dataclass
+class Settings:
+    """Everything the hooks need besides lmms-eval's model."""
+
+    config: RunConfig
+    engine: Engine
+    work_dir: Path
+    run: RunFolder
+    _stack: contextlib.ExitStack = field(repr=False)
+
+    @property
+    def protocol(self) -> Any:
+        return self.config.protocol
+
+    @property
+    def images(self) -> ImageStore:
+        return self.engine.images
+
+    @property
+    def cache(self) -> StageCache:
+        return self.engine.cache
+
+    @property
+    def dispatcher(self) -> Any:
+        return self.engine.dispatcher
+
+    def describe(self) -> dict[str, Any]:
+        """The setup every logged sample carries: roles (without target), protocol, gate, prompt
+        versions, the rendering the target received, and the EDCT run folder."""
+        roles = {r: s.as_dict() for r, s in self.config.role_specs().items() if r != "target"}
+        return {
+            "roles": roles,
+            "protocol": self.protocol.model_dump(mode="json"),
+            "verification": self.config.verification.model_dump(mode="json"),
+            "prompt_versions": prompts.prompt_versions(),
+            "target_rendering": SINGLE_TURN_QUOTED,
+            "run_dir": str(self.run.path),
+        }
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+def loop_target() -> dict[str, Any]:
+    """The target's identity on the loop path: the lmms-eval model of the command line."""
+    cli = lmms_cli()
+    args = ",".join(
+        a for a in cli.get("model_args", "").split(",") if a and not is_secret_name(a.split("=", 1)[0])
+    )
+    return {
+        "backend": "lmms-eval",
+        "model": cli.get("model", "unknown"),
+        "model_args": args,
+        "driver": LOOP_DRIVER,
+        "rendering": SINGLE_TURN_QUOTED,
+    }
+
+
+def rounds_needed(k: int) -> int:
+    """Target rounds of one sample: answer and why at baseline and after each of k edits."""
+    return 2 * (k + 1)
+
+
+def run_folder(work_dir: Path) -> Path:
+    """``$EDCT_OUTPUT_DIR``, else ``edct/`` in lmms-eval's ``--output_path``, else ``run/`` in the
+    work folder."""
+    env = os.environ.get(ENV_OUTPUT_DIR)
+    if env:
+        return Path(env).resolve()
+    output = lmms_cli().get("output_path")
+    return (Path(output) / "edct").resolve() if output else work_dir / "run"
+
+
+def build_settings(config: RunConfig) -> Settings:
+    """The stage cache first (a stale cache folder is refused before anything is built), then the
+    non-target roles through the runner's composition root, and the run folder."""
+    env = os.environ.get(ENV_WORK_DIR)
+    work_dir = Path(env).resolve() if env else config.resolved_cache_dir.resolve()
+    where = f" (${ENV_WORK_DIR})" if env else f" (set {ENV_WORK_DIR} to put them elsewhere)"
     check_writable(work_dir, "cache folder")
-    # announced: lmms-eval's own loop would otherwise fill ./runs/edct-lmms/cache without a word
-    print(f"edct: stage cache and edited images in {work_dir}{where}", file=sys.stderr, flush=True)
+    out = run_folder(work_dir)
+    check_writable(out, "EDCT run folder")
+    # announced: lmms-eval's own loop would otherwise fill folders without a word
+    print(
+        f"edct: stage cache and edited images in {work_dir}{where}; the EDCT run folder (samples.jsonl, "
+        f"images/, results.json) is {out} (${ENV_OUTPUT_DIR} names another)",
+        file=sys.stderr,
+        flush=True,
+    )
+    stack = contextlib.ExitStack()
     try:
-        return work_dir, StageCache(work_dir)
+        cache = stack.enter_context(StageCache(work_dir))
+        images = ImageStore(work_dir)
+        engine = stack.enter_context(
+            compose(config, cache, images, require_target=False, progress=False, run_name=out.name)
+        )
     except CacheSchemaError as exc:
+        stack.close()
         raise ConfigError(str(exc)) from None
-
-
-def build_settings(
-    config: RunConfig,
-    work_dir: Path | None = None,
-    *,
-    target: Any = None,
-    run_name: str = "",
-    opened: tuple[Path, StageCache] | None = None,
-) -> Settings:
-    """The stage cache first (``open_work_dir``, or ``opened``: what it returned, now owned by the
-    settings), then the non-target roles."""
-    work_dir, cache = opened if opened is not None else open_work_dir(config, work_dir)
-    specs = {r: s for r, s in config.role_specs().items() if r != "target"}
-    try:
-        roles = build_roles(specs, require_target=False)
-        roles.target = target
     except ConfigError as exc:
-        cache.close()
+        stack.close()
         source = os.environ.get(ENV_CONFIG) or "the built-in calibration roles"
         raise ConfigError(
             f"EDCT roles for the lmms-eval task (from {source}, set ${ENV_CONFIG}): {exc}"
         ) from None
-    protocol = config.protocol
-    needed = rounds_needed(protocol)
+    needed = rounds_needed(config.protocol.k)
     if needed > 12:
-        log.warning(
-            "k=%d needs %d target rounds; raise generation_kwargs.max_agentic_steps", protocol.k, needed
+        print(
+            f"edct: k={config.protocol.k} needs {needed} target rounds; raise generation_kwargs."
+            "max_agentic_steps in the task YAML",
+            file=sys.stderr,
+            flush=True,
         )
-    images = ImageStore(work_dir)
-    pixels = PixelCache(images)
-    dispatcher = build_dispatcher(
-        roles,
-        images,
-        cache,
-        protocol=protocol,
-        gate=config.verification,
-        limits=config.limits,
-        progress=target is not None and config.progress,
-        run_name=run_name,
-        pixels=pixels,
-    )
-    return Settings(config, roles, images, cache, dispatcher, work_dir, pixels)
+    (out / RESULTS_FILE).unlink(missing_ok=True)  # this run's log is written when it aggregates
+    return Settings(config, engine, work_dir, RunFolder(out, config, images, loop_target()), stack)
 
 
-def rounds_needed(protocol: ProtocolConfig) -> int:
-    """Target rounds of one sample: answer and why at baseline and after each of k edits."""
-    return 2 * (protocol.k + 1)
+_BUILT: dict[tuple[str | None, ...], Settings] = {}
+_BUILD_LOCK = threading.Lock()
+
+
+def _key() -> tuple[str | None, ...]:
+    return tuple(os.environ.get(v) or None for v in (ENV_CONFIG, ENV_WORK_DIR, ENV_OUTPUT_DIR))
+
+
+def settings() -> Settings:
+    """The settings of this process's environment, built once per distinct environment and shared
+    by every hook thread; fails early with a config message. lmms-eval's ``!function`` hooks
+    receive no context, so this per-process memo is the one place they find their roles."""
+    with _BUILD_LOCK:
+        built = _BUILT.get(_key())
+        if built is None:
+            built = _BUILT[_key()] = build_settings(hook_config())
+        return built
 
 
 def release() -> None:
     """Close and forget the settings of this process's environment (end of a run, tests)."""
-    key = (os.environ.get(ENV_CONFIG) or None, os.environ.get(ENV_WORK_DIR) or None)
     with _BUILD_LOCK:
-        built = _BUILT.pop(key, None)
+        built = _BUILT.pop(_key(), None)
     if built is not None:
         built.close()

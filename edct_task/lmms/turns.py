@@ -1,24 +1,24 @@
-"""One EDCT target request as the single user turn lmms-eval sends, and back.
+"""One EDCT target request as the single user turn lmms-eval's loop sends, and back.
 
 lmms-eval's agentic loop sends every round as a fresh single user turn, so the answer → why
-history of a conversation is carried in the text (``render_turn``); ``parse_turn`` inverts it
-(the reference model uses it). Rounds after the first end with a short image tag (the image's
-content id) so that every round of a document has a distinct text: lmms-eval's response cache
-hashes text, not images.
+history of a conversation is quoted in the text (``model_adapters.lmms_eval_target.render_quoted``);
+``parse_turn`` inverts it (the reference model uses it). Rounds after the first end with a short
+image tag (the image's content id) so that every round of a document has a distinct text:
+lmms-eval's response cache hashes text, not images.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
-from edct_task.core.requests import AskTarget, Message
+from edct_task.core.requests import AskTarget
 from edct_task.engine.drive import SampleRun
 from edct_task.engine.protocol import ProtocolConfig
 from edct_task.lmms.documents import sample_of
+from model_adapters.lmms_eval_target import history_marks, render_quoted
 
-_HISTORY_HEAD = "Earlier in this conversation you were shown the image and asked:"
-_HISTORY_ANSWER = "You answered:"
+_HISTORY_HEAD, _HISTORY_ANSWER = history_marks()
 _TAG_PREFIX = "[image "
 
 
@@ -26,38 +26,12 @@ def image_tag(ref: str) -> str:
     return f"{_TAG_PREFIX}{ref[:12]}]"
 
 
-def render_turn(conversation: Sequence[Message], *, tag: str | None = None) -> str:
-    """A conversation as one user turn: system prompt, earlier turns as quoted history, the ask.
-
-    Supported shapes are those the protocol sends: ``[system] user`` and
-    ``[system] user assistant user``.
-    """
-    msgs = list(conversation)
-    parts: list[str] = []
-    if msgs and msgs[0].role == "system":
-        parts.append(msgs.pop(0).text)
-    if len(msgs) == 1 and msgs[0].role == "user":
-        parts.append(msgs[0].text)
-    elif len(msgs) == 3 and [m.role for m in msgs] == ["user", "assistant", "user"]:
-        parts.append(f"{_HISTORY_HEAD}\n{_quote(msgs[0].text)}\n{_HISTORY_ANSWER}\n{_quote(msgs[1].text)}")
-        parts.append(msgs[2].text)
-    else:
-        raise ValueError(f"cannot render a conversation of roles {[m.role for m in msgs]} as one turn")
-    if tag:
-        parts.append(tag)
-    return "\n\n".join(parts)
-
-
-def _quote(text: str) -> str:
-    return "\n".join("> " + line for line in text.split("\n"))
-
-
 def _unquote(block: str) -> str:
     return "\n".join(line[2:] if line.startswith("> ") else line.lstrip(">") for line in block.split("\n"))
 
 
 def parse_turn(text: str, system_prompts: Iterable[str] = ()) -> list[tuple[str, str]]:
-    """Invert ``render_turn``: ``[(role, text), …]`` (images are not part of the text).
+    """Invert ``render_quoted``: ``[(role, text), …]`` (images are not part of the text).
 
     ``system_prompts`` are the system prompts that may lead the text (they are not marked).
     """
@@ -105,4 +79,4 @@ def target_images(request: AskTarget) -> list[str]:
 def turn_text(request: AskTarget, *, first: bool) -> str:
     """The single-turn text of a target request; every round but the first carries an image tag."""
     refs = target_images(request)
-    return render_turn(request.conversation, tag=None if first or not refs else image_tag(refs[-1]))
+    return render_quoted(request.conversation, tag=None if first or not refs else image_tag(refs[-1]))

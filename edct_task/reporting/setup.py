@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from edct_task.core.records import SampleRecord
+from edct_task.core.records import MULTI_TURN, SampleRecord
 
 EXCLUDED_PROTOCOL_FIELDS = ("seed",)
 """Protocol fields that do not define a setup (repeated runs differ in them)."""
@@ -50,6 +50,13 @@ def dataset_manifest(records: Sequence[SampleRecord]) -> dict[str, Any]:
     return {"samples": entries, "n": len(entries), "digest": sha256_text(canonical_json(entries))}
 
 
+def target_rendering(records: Sequence[Any]) -> str:
+    """How the target received its conversations in these records (``SampleRecord.target_rendering``):
+    their one value, ``mixed`` when they disagree, ``multi-turn`` when there are none."""
+    found = {getattr(r, "target_rendering", MULTI_TURN) for r in records}
+    return found.pop() if len(found) == 1 else ("mixed" if found else MULTI_TURN)
+
+
 def setup_identity(
     *,
     roles: Mapping[str, Any],
@@ -57,15 +64,21 @@ def setup_identity(
     verification: Mapping[str, Any],
     prompt_versions: Mapping[str, str],
     dataset_digest: str | None,
+    rendering: str = MULTI_TURN,
 ) -> dict[str, Any]:
-    """The normalised setup: roles without the target, protocol without seeds, thresholds, prompts."""
-    return {
+    """The normalised setup: roles without the target, protocol without seeds, thresholds, prompts,
+    and how the target received its conversations (``target_rendering``): a run whose target got
+    each request as one quoted turn is not comparable with one that got the real conversation.
+    The key is left out for ``multi-turn``, so the setup ids of runs recorded before it existed
+    (all multi-turn but lmms-eval's loop) stand."""
+    out = {
         "roles": {r: spec for r, spec in sorted(roles.items()) if r != "target"},
         "protocol": {k: v for k, v in sorted(protocol.items()) if k not in EXCLUDED_PROTOCOL_FIELDS},
         "verification": dict(verification),
         "prompt_versions": dict(sorted(prompt_versions.items())),
         "dataset_digest": dataset_digest,
     }
+    return out if rendering == MULTI_TURN else {**out, "target_rendering": rendering}
 
 
 def setup_id(setup: Mapping[str, Any]) -> str:
@@ -87,10 +100,12 @@ def setup_label(setup: Mapping[str, Any]) -> str:
     roles = setup.get("roles", {})
     protocol = setup.get("protocol", {})
     verification = setup.get("verification", {})
+    rendering = setup.get("target_rendering")
     return (
         f"judge={_role_label(roles.get('judge'))} editor={_role_label(roles.get('editor'))} "
         f"extractor={_role_label(roles.get('extractor'))} k={protocol.get('k')} "
         f"τ_in={verification.get('tau_in')} τ_out={verification.get('tau_out')}"
+        + (f" target={rendering}" if rendering else "")
     )
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from edct_task.core.errors import UserError
 from edct_task.core.records import SampleRecord
 from edct_task.reporting.benchmarks import BenchmarkScore, benchmark_score, is_edct_task
-from edct_task.reporting.setup import dataset_manifest, setup_id, setup_identity
+from edct_task.reporting.setup import dataset_manifest, setup_id, setup_identity, target_rendering
 from edct_task.run.lmms_results import ResultsFile, ResultsFileError, find_results_files, read_results_file
 from edct_task.run.outputs import RESULTS_FILE, RunReadError, find_files, load_run, read_logged_samples
 from edct_task.scoring.metrics import METRIC_NAMES, summarise
@@ -120,6 +120,7 @@ def edct_run_from_results(
         verification=config.get("verification", {}),
         prompt_versions=results.get("prompt_versions", {}),
         dataset_digest=dataset_manifest(records)["digest"] if records else None,
+        rendering=target_rendering(records),
     )
     data = config.get("data", {})
     flags = [] if records else [f"{source}: no sample records; dataset identity unknown"]
@@ -189,14 +190,14 @@ def edct_runs_from_lmms(results: ResultsFile, model_key: str, model_name: str) -
     """One EdctRun per top-level EDCT task of an lmms-eval results file."""
     out = []
     samples_files = results.samples_files()
-    fastpath_setup = results.raw.get("edct") if isinstance(results.raw.get("edct"), dict) else None
+    export_setup = results.raw.get("edct") if isinstance(results.raw.get("edct"), dict) else None
     for top in results.top_level():
         if not is_edct_task(results.tasks[top]):
             continue
         leaves = _edct_leaves(results, top)
         flags: list[str] = []
         by_leaf: dict[str, list[SampleRecord]] = {}
-        setup_raw = fastpath_setup
+        setup_raw = export_setup
         missing = [t for t in leaves if t not in samples_files]
         for leaf in leaves:
             if leaf in samples_files:
@@ -253,6 +254,7 @@ def edct_runs_from_lmms(results: ResultsFile, model_key: str, model_name: str) -
             verification=(setup_raw or {}).get("verification", {}),
             prompt_versions=(setup_raw or {}).get("prompt_versions", {}),
             dataset_digest=dataset_manifest(records)["digest"] if records else None,
+            rendering=target_rendering(records),
         )
         out.append(
             EdctRun(

@@ -114,19 +114,18 @@ def parse_run_log(payload: Any, source: Path | str) -> RunLog:
 
 
 class LmmsRunBlock(_Log):
-    """The ``edct`` block the fast path (``edct run --model``) adds to lmms-eval's results file:
-    what lmms-eval's own fields do not say about an EDCT run."""
+    """The ``edct`` block of an lmms-eval export (``lmms.export``): what lmms-eval's own fields do
+    not say about the EDCT run it was written from."""
 
     roles: dict[str, Any] = Field(description="Non-target role → backend spec (header values omitted).")
     protocol: dict[str, Any] = Field(description="Every protocol setting that changes scores.")
     verification: dict[str, Any] = Field(description="Every gate parameter (``GateParams``).")
     prompt_versions: dict[str, str] = Field(description="Prompt template name → content hash.")
-    config_file: str | None = Field(description="``$EDCT_CONFIG`` when it named the roles.")
-    work_dir: str = Field(description="Stage cache and image store folder.")
+    target_rendering: str = Field(description="How the target received the conversation (``multi-turn`` …).")
+    run_dir: str = Field(description="The EDCT run folder (results.json, samples.jsonl, images/).")
     limits: dict[str, Any] = Field(description="Concurrency, batching and schedule.")
     target: dict[str, Any] = Field(description="The lmms-eval model's identity (secret arguments omitted).")
-    target_generate_calls: int = Field(description="``generate_until`` calls made on the model.")
     calls: dict[str, Any] = Field(description="Backend calls, cache hits, failures and seconds per stage.")
     judge_health: dict[str, Any] = Field(description="As in ``RunLog.judge_health``.")
     versions: dict[str, str] = Field(description="Package versions.")
-    wall_seconds: float = Field(description="Wall time of the fast path's run.")
+    wall_seconds: float = Field(description="Wall time of the run.")

@@ -6,9 +6,10 @@ Two kinds of run are read:
     an ``edct run`` / ``edct demo`` output folder: ``results.json``, ``samples.jsonl`` (one
     ``SampleRecord`` per line) and ``images/<sample folder>/`` (``sample_folder`` names it).
 ``lmms``
-    an lmms-eval output folder written with ``--log_samples`` by the ``lmms-eval`` CLI or
-    ``edct run --model``: ``[<model>/]<date>_results.json`` and ``<date>_samples_<task>.jsonl``,
-    whose final responses are the sample records and whose ``edct`` entry names the image store.
+    an lmms-eval output folder written with ``--log_samples``: ``[<model>/]<date>_results.json``
+    and ``<date>_samples_<task>.jsonl``, whose final responses are the sample records and whose
+    ``edct`` setup names the EDCT run folder holding the images (``run_dir``).
+
 
 ``load_run`` is the one decoder of runs: report, audit, export, annotate, agreement, submit,
 leaderboard, ``estimate --latencies-from``, stability and the tiny-VLM comparison read runs
@@ -65,6 +66,7 @@ __all__ = [
     "call_seconds",
     "find_files",
     "image_files",
+    "load_records",
     "load_run",
     "read_logged_samples",
 ]
@@ -313,8 +315,6 @@ def _task_of(path: Path) -> str:
 
 
 def _load_lmms(root: Path) -> LoadedRun:
-    from edct_task.engine.stage_cache import ImageStore
-
     tasks: dict[str, list[SampleRecord]] = {}
     setup: dict[str, Any] | None = None
     for path in find_files(root, LMMS_SAMPLES_MARK, ".jsonl"):
@@ -327,21 +327,28 @@ def _load_lmms(root: Path) -> LoadedRun:
     results_files = find_files(root, "", LMMS_RESULTS_SUFFIX)
     results_file = results_files[-1] if results_files else None
     results = read_json_object(results_file) if results_file else {}
-    block = results.get(SETUP_KEY)  # the fast path's setup block, else the one its samples logged
+    block = results.get(SETUP_KEY)  # an export's setup block, else the one its samples logged
     setup = block if isinstance(block, dict) else setup
     records = [r for found in tasks.values() for r in found]
     images: dict[str, Path] = {}
     folder = _run_images(root)
-    store = setup.get("work_dir") if isinstance(setup, dict) else None
+    run_dir = setup.get("run_dir") if isinstance(setup, dict) else None
+    base = root if folder is not None else (Path(run_dir) if isinstance(run_dir, str) and run_dir else None)
     for record in records:
         for name, ref in image_files(record).items():
-            if folder is not None:
-                images.setdefault(ref, root / name)
-            elif isinstance(store, str) and store:
-                images.setdefault(ref, ImageStore(store).path(ref))
+            if base is not None:
+                images.setdefault(ref, base / name)
     return LoadedRun(
         root, "lmms", records, results, tasks=tasks, setup=setup, results_file=results_file, _images=images
     )
+
+
+def load_records(samples: Path) -> list[SampleRecord]:
+    """The records of one ``samples.jsonl`` (none when it does not exist yet), read as
+    ``load_run`` reads them: the lmms-eval hooks' run folder gathers its records with it."""
+    if not samples.exists():
+        return []
+    return parse_records(samples, _read_text(samples))
 
 
 def _run_images(root: Path) -> Path | None:

@@ -12,6 +12,7 @@ import contextlib
 import datetime as dt
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,13 +20,14 @@ from typing import Any
 from edct_task import prompts
 from edct_task.config import DataSection, RunConfig
 from edct_task.core.errors import ConfigError
-from edct_task.core.records import SampleInput, SampleRecord
-from edct_task.engine.dispatch import Progress
+from edct_task.core.records import MULTI_TURN, SampleInput, SampleRecord
+from edct_task.engine.dispatch import Dispatcher, Progress
 from edct_task.engine.files import atomic_write, place
+from edct_task.engine.handlers import PixelCache
 from edct_task.engine.lockstep import build_dispatcher, run_samples
 from edct_task.engine.stage_cache import ImageStore, StageCache
 from edct_task.engine.storage import storage_error
-from edct_task.roles import build_roles, refuse_calibration_roles
+from edct_task.roles import Roles, build_roles, refuse_calibration_roles
 from edct_task.run.log import RunLog, RunSetup, run_versions
 from edct_task.run.outputs import RESULTS_FILE, SAMPLES_FILE, image_files
 from edct_task.run.sharding import Shard, gather_run, recorded_data, shard_from_env, take_slice
@@ -52,7 +54,7 @@ def load_samples(data: DataSection, images: ImageStore) -> list[SampleInput | Sa
     if data.source == "dataset":
         from edct_task.bench_data import bench_samples
 
-        items = bench_samples(data.path, images, max_pixels=data.max_pixels)
+        items = bench_samples(data.path, images, max_pixels=data.max_pixels, domains=data.domains)
         return items[: data.limit] if data.limit else items
     from edct_task.calibration import generate_samples
 
@@ -111,7 +113,7 @@ def run(config: RunConfig) -> RunOutcome:
 
 
 def _run(config: RunConfig, out_dir: Path, cache_dir: Path, shard: Shard | None = None) -> RunOutcome:
-    protocol, limits = config.protocol, config.limits
+    protocol = config.protocol
     images = ImageStore(cache_dir)
     started = time.perf_counter()
     # the cache (its schema) and the data are checked before any backend is built
@@ -126,29 +128,23 @@ def _run(config: RunConfig, out_dir: Path, cache_dir: Path, shard: Shard | None 
         samples, manifest = take_slice(config.data.shard, samples)  # `--shard I/N`: one slice
         if shard is not None:
             samples = shard.take(samples)
-        with (
-            build_roles(config.role_specs()) as roles,
-            build_dispatcher(
-                roles,
-                images,
-                cache,
-                protocol=protocol,
-                gate=config.verification,
-                limits=limits,
-                call_log=config.call_log,
-                progress=config.progress,
-                run_name=out_dir.name,
-            ) as dispatcher,
-        ):
+        with compose(config, cache, images, run_name=out_dir.name) as engine:
+            roles, dispatcher = engine.roles, engine.dispatcher
             unreadable = [s for s in samples if isinstance(s, SampleRecord)]
             inputs = [s for s in samples if isinstance(s, SampleInput)]
             progress = next((o for o in dispatcher.observers if isinstance(o, Progress)), None)
             if progress is not None:
                 progress.expect(len(inputs))
             done = run_samples(
-                inputs, protocol, dispatcher, limits, on_record=progress.sample_done if progress else None
+                inputs,
+                protocol,
+                dispatcher,
+                config.limits,
+                on_record=progress.sample_done if progress else None,
             )
-            records = sorted([*done, *unreadable], key=lambda r: order[r.sample.id])
+            records = stamp_rendering(
+                sorted([*done, *unreadable], key=lambda r: order[r.sample.id]), roles.target
+            )
             usage = role_usage(roles.by_role())
             identities = roles.identities()
     calls = dispatcher.stats.as_dict()
@@ -158,18 +154,44 @@ def _run(config: RunConfig, out_dir: Path, cache_dir: Path, shard: Shard | None 
             return RunOutcome(records, {}, out_dir, shard)
         records, usage, calls = gathered
     elapsed = time.perf_counter() - started
+    log = run_log(
+        config,
+        records,
+        data=recorded_data(config.data.model_dump(mode="json"), manifest),
+        backends=identities,
+        usage=usage,
+        calls=calls,
+        wall_seconds=elapsed,
+    )
+    results = log.model_dump(mode="json")
+    write_outputs(out_dir, records, log, images)
+    return RunOutcome(records, results, out_dir, shard)
 
-    log = RunLog(
+
+def run_log(
+    config: RunConfig,
+    records: list[SampleRecord],
+    *,
+    data: dict[str, Any],
+    backends: dict[str, Any],
+    usage: dict[str, Any],
+    calls: dict[str, Any],
+    wall_seconds: float,
+    roles: dict[str, Any] | None = None,
+) -> RunLog:
+    """The run log (``results.json``) of finished ``records``: setup, scores with CIs, health."""
+    protocol = config.protocol
+    return RunLog(
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         versions=run_versions(),
         prompt_versions=prompts.prompt_versions(),
         config=RunSetup(
-            data=recorded_data(config.data.model_dump(mode="json"), manifest),
+            data=data,
             protocol=protocol.model_dump(mode="json"),
             verification=config.verification.model_dump(mode="json"),
-            limits=limits.model_dump(mode="json"),
-            roles={role: spec.as_dict() for role, spec in config.role_specs().items()},
-            backends=identities,
+            limits=config.limits.model_dump(mode="json"),
+            roles=roles if roles is not None else {r: s.as_dict() for r, s in config.role_specs().items()},
+            backends=backends,
             bootstrap_resamples=config.bootstrap_resamples,
         ),
         results=summarise(records, seed=protocol.seed, n_resamples=config.bootstrap_resamples),
@@ -177,11 +199,62 @@ def _run(config: RunConfig, out_dir: Path, cache_dir: Path, shard: Shard | None 
         judge_health=judge_health(records),
         usage=usage,
         calls=calls,
-        wall_seconds=round(elapsed, 3),
+        wall_seconds=round(wall_seconds, 3),
     )
-    results = log.model_dump(mode="json")
-    write_outputs(out_dir, records, log, images)
-    return RunOutcome(records, results, out_dir, shard)
+
+
+def stamp_rendering(records: list[SampleRecord], target: Any) -> list[SampleRecord]:
+    """The records with the rendering the target received (``SampleRecord.target_rendering``):
+    a backend that renders conversations as one quoted turn says so (``rendering``)."""
+    rendering = getattr(target, "rendering", MULTI_TURN)
+    if rendering == MULTI_TURN:
+        return records
+    return [r.model_copy(update={"target_rendering": rendering}) for r in records]
+
+
+@dataclass
+class Engine:
+    """The live parts of one run: backends, image store, stage cache, dispatcher."""
+
+    roles: Roles
+    images: ImageStore
+    cache: StageCache
+    dispatcher: Dispatcher
+    pixels: PixelCache
+
+
+@contextlib.contextmanager
+def compose(
+    config: RunConfig,
+    cache: StageCache,
+    images: ImageStore,
+    *,
+    run_name: str = "",
+    require_target: bool = True,
+    progress: bool | None = None,
+) -> Iterator[Engine]:
+    """The one composition root: the configured roles and the dispatcher over ``cache`` (with the
+    call log, progress and the gate as configured); everything is closed on exit. The lmms-eval
+    hooks call it with ``require_target=False`` (lmms-eval's loop answers the target's requests)."""
+    specs = config.role_specs()
+    if not require_target:
+        specs = {r: s for r, s in specs.items() if r != "target"}
+    pixels = PixelCache(images)
+    with build_roles(specs, require_target=require_target) as roles:
+        dispatcher = build_dispatcher(
+            roles,
+            images,
+            cache,
+            protocol=config.protocol,
+            gate=config.verification,
+            limits=config.limits,
+            call_log=config.call_log,
+            progress=config.progress if progress is None else progress,
+            run_name=run_name,
+            pixels=pixels,
+        )
+        with dispatcher:
+            yield Engine(roles, images, cache, dispatcher, pixels)
 
 
 def write_outputs(out_dir: Path, records: list[SampleRecord], log: RunLog, images: ImageStore) -> None:
@@ -191,6 +264,13 @@ def write_outputs(out_dir: Path, records: list[SampleRecord], log: RunLog, image
     A previous run's ``results.json`` is removed first, for the same reason."""
     (out_dir / RESULTS_FILE).unlink(missing_ok=True)
     atomic_write(out_dir / SAMPLES_FILE, "".join(r.model_dump_json() + "\n" for r in records))
+    place_images(out_dir, records, images)
+    atomic_write(out_dir / RESULTS_FILE, log.to_json())
+
+
+def place_images(out_dir: Path, records: list[SampleRecord], images: ImageStore) -> None:
+    """The records' images (``outputs.image_files``) into ``out_dir``, hard-linked or copied from
+    the image store; an image the store no longer holds is named in one warning."""
     lost: list[str] = []
     for r in records:
         for name, ref in image_files(r).items():
@@ -208,4 +288,3 @@ def write_outputs(out_dir: Path, records: list[SampleRecord], log: RunLog, image
             images.images_dir,
             lost[0],
         )
-    atomic_write(out_dir / RESULTS_FILE, log.to_json())

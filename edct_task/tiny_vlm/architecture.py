@@ -20,7 +20,7 @@ from typing import Any
 
 from edct_task.calibration import world
 from edct_task.engine.protocol import why_prompt
-from edct_task.lmms.turns import render_turn
+from model_adapters.lmms_eval_target import render_quoted
 
 SPECIALS: tuple[str, ...] = (
     "<|endoftext|>",
@@ -88,7 +88,7 @@ def corpus() -> list[str]:
 
     question = world.QUESTIONS["spatial"][0]
     conversation = (Message("user", question), Message("assistant", "Away."), Message("user", why_prompt()))
-    texts.append(render_turn(conversation, tag="[image 0123456789ab]"))
+    texts.append(render_quoted(conversation, tag="[image 0123456789ab]"))
     texts.append("0123456789abcdef [image ]")
     texts += ["system\n", "user\n", "assistant\n"] * 3
     return texts * 4

@@ -22,7 +22,7 @@ Conversation shapes (each trains one reply; the shapes the runtimes send a targe
 - ``chat``: the real multi-turn conversation ``… → answer, user(why) → explanation``, the answer
   in the history without thinking;
 - ``turn-answer`` / ``turn-why``: one user turn carrying the history in its text
-  (``edct_task.lmms.turns.render_turn``), as lmms-eval's agentic loop sends it, with the image
+  (``model_adapters.lmms_eval_target.render_quoted``), as lmms-eval's agentic loop sends it, with the image
   tag later rounds carry;
 
 each with or without the system prompt lmms-eval's ``qwen3_vl`` inserts. For ``prior`` the image
@@ -43,9 +43,10 @@ from edct_task.calibration.render import render_scene
 from edct_task.calibration.scenes import CONTEXTS, random_scene
 from edct_task.core.requests import Message
 from edct_task.engine.protocol import why_prompt
-from edct_task.lmms.turns import image_tag, render_turn
+from edct_task.lmms.turns import image_tag
 from edct_task.tiny_vlm.architecture import DEFAULT_SYSTEM_PROMPT
 from model_adapters.contracts import ChatMessage, GenerationParams
+from model_adapters.lmms_eval_target import render_quoted
 
 SHAPES: tuple[str, ...] = ("answer", "answer", "chat", "chat", "turn-answer", "turn-why")
 """Conversation shapes, drawn uniformly: as many first turns (answers) as follow-ups (explanations)."""
@@ -137,11 +138,11 @@ def example(index: int, *, behavior: str, seed: int) -> Example:
         opening.append(Message("user", question))
         tag = image_tag(f"{rng.getrandbits(48):012x}")
         if shape == "turn-answer":
-            text = render_turn(opening, tag=tag if rng.random() < 0.5 else None)
+            text = render_quoted(opening, tag=tag if rng.random() < 0.5 else None)
             reply = first
         else:
             conversation = [*opening, Message("assistant", answer), Message("user", why_prompt())]
-            text = render_turn(conversation, tag=tag)
+            text = render_quoted(conversation, tag=tag)
             reply = explanation
         messages = [
             *head,

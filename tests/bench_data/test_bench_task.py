@@ -63,30 +63,6 @@ def test_calibration_roles_refuse_the_photographs_at_task_load(tmp_path, monkeyp
     assert not (tmp_path / "work").exists()  # refused before the engine (cache, roles) was built
 
 
-def test_the_fast_paths_scope_checks_the_runs_own_roles(tmp_path, monkeypatch, photo_bench):
-    """Inside ``edct run --model``'s document scope the hooks check the run's roles (from
-    ``--config`` or ``$EDCT_CONFIG``), not ``$EDCT_CONFIG``'s alone, and build no settings of their own."""
-    import datasets
-
-    from edct_task.config import calibration_config
-    from edct_task.engine.stage_cache import ImageStore
-    from edct_task.roles import RoleSpec
-
-    monkeypatch.delenv("EDCT_CONFIG", raising=False)  # the hooks alone would use the calibration roles
-    monkeypatch.setenv(ENV_DATA, str(photo_bench))
-    monkeypatch.setenv(lmms_settings.ENV_WORK_DIR, str(tmp_path / "work"))
-    stub = datasets.Dataset.from_list([{documents.STUB_COLUMN: "x"}])
-    served = {r: RoleSpec("openai-chat", {}) for r in ("extractor", "judge", "edit_parser", "editor")}
-    images = ImageStore(tmp_path / "store")
-    with documents.document_scope(documents.DocumentScope(images, served)):
-        assert len(documents.okvqa_docs(stub)) == COUNTS["okvqa"]
-    calibration = documents.DocumentScope(images, calibration_config().role_specs())
-    refused = pytest.raises(documents.TaskLoadError, match="calibration-only backends")
-    with documents.document_scope(calibration), refused:
-        documents.okvqa_docs(stub)
-    assert not (tmp_path / "work").exists()  # the hooks' own settings were never built
-
-
 def test_compat_driver_completes_on_photographs(hook_settings):
     """lmms-eval's agentic loop, as the task runs it, with a scripted target in place of the model."""
     import datasets

@@ -12,9 +12,9 @@ import pytest
 from support.edct_runs import records, write_edct_run
 
 from edct_task.cli.main import build_parser, main
-from edct_task.core.errors import ConfigError
-from edct_task.lmms.fastpath import LmmsTarget, parse_gen_kwargs
 from model_adapters.contracts import GenerationParams
+from model_adapters.errors import OptionsError
+from model_adapters.lmms_eval_target import LmmsTarget, parse_gen_kwargs
 
 
 def _subparsers() -> dict[str, argparse.ArgumentParser]:
@@ -87,7 +87,7 @@ def test_run_accepts_lmms_eval_flags_with_underscores_and_dashes() -> None:
 
 def test_gen_kwargs_reach_the_target_requests_and_its_identity() -> None:
     assert parse_gen_kwargs("max_new_tokens=7,temperature=0") == {"max_new_tokens": 7, "temperature": 0}
-    with pytest.raises(ConfigError, match="--gen_kwargs"):
+    with pytest.raises(OptionsError, match="gen_kwargs"):
         parse_gen_kwargs("max_new_tokens")
     lm = types.SimpleNamespace(is_simple=True)
     plain = LmmsTarget(lm, "qwen3_vl", "pretrained=x")

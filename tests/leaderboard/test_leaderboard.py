@@ -290,3 +290,41 @@ def test_user_errors_exit_2_with_one_message(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
     assert main(["report", str(tmp_path / "r"), "--out", str(tmp_path / "rep"), "--label", "oops"]) == 2
     assert "--label PATH=NAME" in capsys.readouterr().err
+
+
+def test_two_renderings_of_the_target_are_two_tracks(tmp_path, capsys):
+    """A run whose target got each request as one quoted turn (lmms-eval's loop) is not ranked
+    against runs whose target got the real conversation: the records say which, and the setup
+    identity (so the track) follows them; the track's label names the rendering."""
+    quoted = [r.model_copy(update={"target_rendering": "single-turn-quoted"}) for r in records(0.9, n=12)]
+    runs = {
+        "multi": (
+            records(0.9, n=12),
+            {"backend": "lmms-eval", "model": "qwen3_vl", "model_args": "pretrained=a"},
+        ),
+        "other": (records(0.5, n=12), {"backend": "openai-chat", "model": "org/beta-vl"}),
+        "quoted": (quoted, {"backend": "lmms-eval", "model": "qwen3_vl", "model_args": "pretrained=a"}),
+    }
+    paths = []
+    for name, (recs, target) in runs.items():
+        write_edct_run(tmp_path / "runs" / name, recs, target=target)
+        paths.append(tmp_path / f"{name}.edct.zip")
+        assert main(["submit", str(tmp_path / "runs" / name), "--out", str(paths[-1])]) == 0
+    out = tmp_path / "board"
+    assert main(["leaderboard", *map(str, paths), "--out", str(out)]) == 0
+    board = json.loads((out / "leaderboard.json").read_text())
+    assert board["rejected"] == [] and len(board["tracks"]) == 2
+    by_size = sorted(board["tracks"], key=lambda t: len(t["entries"]))
+    assert [e["model"] for e in by_size[0]["entries"]] == ["qwen3_vl"]
+    assert by_size[0]["setup"]["target_rendering"] == "single-turn-quoted"
+    assert "target=single-turn-quoted" in by_size[0]["label"]
+    assert "target_rendering" not in by_size[1]["setup"] and len(by_size[1]["entries"]) == 2
+    # a bundle claiming the multi-turn setup for quoted records is refused: the records decide
+    forged = _tamper(
+        paths[2],
+        tmp_path / "forged.edct.zip",
+        meta_edit=lambda m: m["setup"].pop("target_rendering"),
+    )
+    assert main(["leaderboard", str(forged), "--out", str(tmp_path / "b2")]) == 0
+    (rejected,) = json.loads((tmp_path / "b2" / "leaderboard.json").read_text())["rejected"]
+    assert rejected["reason"].startswith("setup field target_rendering differs")

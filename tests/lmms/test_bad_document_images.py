@@ -69,30 +69,3 @@ def _decoded_dataset(images: list[bytes]):
 
     rows = [{**_doc(image), "id": f"row-{i}"} for i, image in enumerate(images)]
     return datasets.Dataset.from_list(rows, features=features())
-
-
-def test_chosen_rows_decode_each_image_once_when_drawn_and_a_bomb_costs_its_row(monkeypatch) -> None:
-    import datasets
-
-    good = io.BytesIO()
-    Image.new("RGB", (8, 6), "red").save(good, format="PNG")
-    docs = _decoded_dataset([good.getvalue(), bomb_png(), good.getvalue()])
-    decodes = []
-    real = datasets.Image.decode_example
-
-    def counted(self, value, token_per_repo_id=None):
-        decodes.append(1)
-        return real(self, value, token_per_repo_id=token_per_repo_id)
-
-    monkeypatch.setattr(datasets.Image, "decode_example", counted)
-    chosen = documents.ChosenRows(docs, 3)
-    rows = list(chosen.rows_without_images())
-    assert [documents.doc_source(r) for r in rows] == ["okvqa"] * 3 and "image" not in rows[0]
-    assert decodes == []  # checking every row's source decodes nothing
-    assert chosen.draw(0)["image"].size == (8, 6) and len(decodes) == 1
-    assert chosen.doc(0) is chosen.doc(0) and len(decodes) == 1  # kept, not read again
-    with pytest.raises(documents.IMAGE_ERRORS) as raised:  # datasets' decoder meets the bomb
-        chosen.draw(1)
-    record = documents.unreadable_record(chosen.doc(1), raised.value)
-    assert record.status == "error" and record.reason.startswith("row row-1: image cannot be decoded")
-    assert chosen.draw(2)["id"] == "row-2"

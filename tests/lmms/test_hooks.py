@@ -15,9 +15,10 @@ from edct_task.lmms import hooks as lmms_hooks
 from edct_task.lmms import results as lmms_results
 from edct_task.lmms import settings as lmms_settings
 from edct_task.lmms.hooks import Session
-from edct_task.lmms.turns import parse_turn, render_turn
+from edct_task.lmms.turns import parse_turn
 from edct_task.roles import build_roles
 from edct_task.scoring import metrics as scoring
+from model_adapters.lmms_eval_target import render_quoted
 from task_configs import TASK_DIR
 
 
@@ -37,10 +38,10 @@ def test_render_and_parse_turn_round_trip():
         Message("assistant", "Stop.\nThe light is red."),
         Message("user", "Why did you give that answer?"),
     )
-    text = render_turn(conv, tag=turns.image_tag("ab" * 32))
+    text = render_quoted(conv, tag=turns.image_tag("ab" * 32))
     assert text.startswith(system + "\n\n") and text.endswith("[image abababababab]")
     assert parse_turn(text, [system]) == [(m.role, m.text) for m in conv]
-    single = render_turn(conv[:2])
+    single = render_quoted(conv[:2])
     assert single == f"{system}\n\nWhat should the ego vehicle do?"
     assert parse_turn(single, [system]) == [("system", system), ("user", "What should the ego vehicle do?")]
 
@@ -55,7 +56,7 @@ def test_yaml_metric_list_is_the_hooks_metric_list():
     assert set(scoring.METRIC_NAMES) <= set(lmms_results.metric_names())
     assert config["output_type"] == "generate_until_agentic"
     assert config["generation_kwargs"]["max_agentic_steps"] >= lmms_settings.rounds_needed(
-        calibration_config().protocol
+        calibration_config().protocol.k
     )
 
 
@@ -97,9 +98,13 @@ def test_the_stage_cache_folder_is_announced(monkeypatch, tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"stage cache and edited images in {tmp_path / 'default' / 'cache'}" in err
     assert "set EDCT_WORK_DIR to put them elsewhere" in err
+    run_folder = tmp_path / "default" / "cache" / "run"
+    assert f"the EDCT run folder (samples.jsonl, images/, results.json) is {run_folder}" in err
     monkeypatch.setenv(lmms_settings.ENV_WORK_DIR, str(tmp_path / "mine"))
+    monkeypatch.setenv(lmms_settings.ENV_OUTPUT_DIR, str(tmp_path / "out"))
     lmms_settings.build_settings(config).close()
-    assert f"in {tmp_path / 'mine'} ($EDCT_WORK_DIR)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"in {tmp_path / 'mine'} ($EDCT_WORK_DIR)" in err and f"is {tmp_path / 'out'} " in err
 
 
 def test_bench_tasks_filter_a_built_dataset(tmp_path, monkeypatch, hook_settings):

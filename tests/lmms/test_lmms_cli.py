@@ -9,6 +9,7 @@ import subprocess
 import pytest
 from support.lmms_helpers import edct_cmd, lmms_eval_cmd, offline_env, read_results, read_samples
 
+from edct_task.run.outputs import image_files, load_run
 from edct_task.scoring import metrics as scoring
 
 pytestmark = pytest.mark.slow
@@ -110,8 +111,29 @@ def test_both_paths_give_identical_scores(tmp_path):
     sa, sb = read_samples(tmp_path / "lmms", TASK), read_samples(tmp_path / "fast", TASK)
     assert [s["edct"]["status"] for s in sa] == [s["edct"]["status"] for s in sb]
     assert [s.get(scoring.CCS_BINARY) for s in sa] == [s.get(scoring.CCS_BINARY) for s in sb]
+    # both paths write an ordinary EDCT run folder; the records differ only in how the target got
+    # its conversations (and the loop's documents name their index row)
+    loop, fast = load_run(tmp_path / "lmms" / "edct"), load_run(tmp_path / "edct")
+    assert loop.kind == fast.kind == "edct" and len(loop.records) == len(fast.records) == int(n)
+    assert {r.target_rendering for r in loop.records} == {"single-turn-quoted"}
+    assert {r.target_rendering for r in fast.records} == {"multi-turn"}
+
+    def same(r):
+        return r.model_copy(
+            update={"target_rendering": "multi-turn", "sample": r.sample.model_copy(update={"metadata": {}})}
+        )
+
+    assert [same(r) for r in loop.records] == [same(r) for r in fast.records]
+    assert loop.log.results["overall"] == fast.log.results["overall"]
+    assert fast.log.config.backends["target"]["rendering"] == "multi-turn"
+    assert loop.log.config.backends["target"]["rendering"] == "single-turn-quoted"
+    for run in (loop, fast):  # self-contained: every image the records name is inside the folder
+        for r in run.records:
+            for name in image_files(r):
+                assert (run.path / name).is_file(), name
+    b_log = fast.results
     # 12 documents x 6 target turns: the pipelined schedule batches them into far fewer calls
-    assert b["edct"]["target_generate_calls"] < 12 * 6
+    assert b_log["usage"]["roles"]["target"]["generate_until_calls"] < 12 * 6
 
 
 def test_tiny_qwen3_vl_through_lmms_eval_and_edct_run(tmp_path, tiny_qwen3_vl):

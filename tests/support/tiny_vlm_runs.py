@@ -92,10 +92,10 @@ def runtime_n(folder: Path, out: Path, limit: int, **_: Any) -> float:
 def control_run(folder: Path, out: Path, limit: int) -> int:
     """(a) in this process, its lmms-eval target wrapped in the original-image control."""
     from edct_task.cli.main import main
-    from edct_task.lmms import fastpath
     from edct_task.tiny_vlm.controls import OriginalImageTarget
+    from model_adapters import lmms_eval_target
 
-    class OriginalImageLmmsTarget(fastpath.LmmsTarget):
+    class OriginalImageLmmsTarget(lmms_eval_target.LmmsTarget):
         def generate(self, conversations, params):  # type: ignore[override]
             if not hasattr(self, "control"):
                 self.control = OriginalImageTarget(self)
@@ -104,7 +104,7 @@ def control_run(folder: Path, out: Path, limit: int) -> int:
         def identity(self) -> dict[str, Any]:
             return {**super().identity(), "control": "original-image"}
 
-    fastpath.LmmsTarget = OriginalImageLmmsTarget  # type: ignore[misc]
+    lmms_eval_target.LmmsTarget = OriginalImageLmmsTarget  # type: ignore[misc]
     return main(edct_run_args(folder, out, limit))
 
 
