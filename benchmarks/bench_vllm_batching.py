@@ -1,4 +1,4 @@
-"""Does the fast path get vLLM's continuous batching? The same N image requests against a real vLLM
+"""Does `edct run` with an openai-chat target get vLLM's continuous batching? The same N image requests against a real vLLM
 server, sent as the batched driver sends one round's target requests (all at once, through the
 ``openai-chat`` target's concurrent ``generate``) and one at a time.
 

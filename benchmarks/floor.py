@@ -17,7 +17,7 @@ the editor alone needs 18.75 s, whatever the CPU. ``role_throughput_s`` gives th
 sets: no edit can start before the first sample has been answered, explained and its instruction
 written, the pool then needs every edit's latency and the CPU it does in its slot at its
 concurrency (``slot_cpu_s``: storing the edited image runs after the slot is freed), and after
-the last edit its sample is verified, asked again and judged. A fast-path run (``edct run --model``) also
+the last edit its sample is verified, asked again and judged. An ``edct run --model`` run also
 cannot ask its model anything before lmms-eval is imported (its model registry; ``startup_s``
 measures that import on its own): ``bench_lmms.py`` adds it for the floor of such a run.
 """
@@ -66,19 +66,15 @@ def editor_path_s(
     return before_first_edit + math.ceil(edits / concurrency) * (editor + edit_cpu) + after_last_edit
 
 
-STARTUP = (
-    "from edct_task.lmms.deferred import defer_imports; defer_imports(); "
-    "import edct_task.cli.main, lmms_eval.tasks, lmms_eval.models; print('ready', flush=True)"
-)
-"""What ``edct run --model`` must import before its first model call: its CLI, lmms-eval's task
-module (torch, transformers and datasets with it) and its model registry, with the imports the
-fast path defers deferred."""
+STARTUP = "import edct_task.cli.main, lmms_eval.models; print('ready', flush=True)"
+"""What ``edct run --model`` must import before its first model call: its CLI and lmms-eval's model
+registry (torch and transformers with it)."""
 
 
 def startup_s(python: str, env: dict[str, str], tries: int = 2) -> float:
     """Least time over ``tries`` runs from starting ``python -c STARTUP`` until it has imported
     everything (its ``ready`` line; the interpreter's exit afterwards is not counted): the
-    start-up no fast-path run avoids."""
+    start-up no ``edct run --model`` run avoids."""
     import subprocess
     import time
 

@@ -2,7 +2,7 @@
 
 For each checkpoint (``edct tiny-vlm path faithful|prior``) and each runtime
 
-    a  edct run --model qwen3_vl         (lmms-eval's transformers class, the batched fast path)
+    a  edct run --model qwen3_vl         (lmms-eval's transformers class as the run's target)
     b  lmms-eval --model qwen3_vl        (lmms-eval's own agentic loop)
     c  a real vLLM server (CPU build, ``edct serve``) behind an ``openai-chat`` target (edct run)
     d  lmms-eval --model vllm            (vLLM in the lmms-eval process)

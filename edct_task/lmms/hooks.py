@@ -104,7 +104,7 @@ def padding_request() -> bool:
 
     Multi-rank runs whose document count does not divide evenly pad the shorter ranks with clones
     of a real request tagged ``metadata["__padding_only__"]``, and lmms-eval 0.7.3's
-    ``_run_generate_until_agentic`` (pinned exactly in ``pyproject.toml``) runs them like any
+    ``_run_generate_until_agentic`` runs them like any
     other, results discarded. The callback is not given the request, so the loop's frame is
     read: a padding request ends after the model's first reply and costs none of our backends.
     """
