@@ -34,9 +34,10 @@ from edct_task.core.errors import ConfigError
 from edct_task.presets import load_preset
 from edct_task.roles import PanelSpec, RoleSpec
 
-LOCAL_WEIGHTS = frozenset({"diffusers", "owlv2", "grounding-dino", "sam2"})
+LOCAL_WEIGHTS = frozenset({"diffusers", "owlv2", "grounding-dino", "sam2", "lmms-eval"})
 """Backends (and detector segmenters) that load model weights into the job's own process: a job
-using one asks for a GPU. Served models (``openai-chat`` on vLLM, hosted editors) need none."""
+using one asks for a GPU. Served models (``openai-chat`` on vLLM, hosted editors) need none; an
+``lmms-eval`` target counts as local (its API classes: set ``resources.num_gpus: 0``)."""
 
 
 class Resources(BaseModel):
@@ -141,7 +142,8 @@ def local_weights(config: RunConfig) -> list[str]:
             assert isinstance(s, RoleSpec)
             segmenter = s.options.get("segmenter")
             nested = segmenter.get("backend") if isinstance(segmenter, dict) else segmenter
-            on_cpu = str(s.options.get("device", "")).lower() == "cpu"
+            args = str(s.options.get("model_args", "")).replace(" ", "").split(",")
+            on_cpu = str(s.options.get("device", "")).lower() == "cpu" or "device=cpu" in args
             if (s.backend in LOCAL_WEIGHTS or nested in LOCAL_WEIGHTS) and not on_cpu:
                 out.append(role)
     return out

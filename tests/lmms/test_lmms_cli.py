@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import subprocess
 
 import pytest
+import yaml
 from support.lmms_helpers import edct_cmd, lmms_eval_cmd, offline_env, read_results, read_samples
 
+from edct_task.cli.main import main as edct_main
+from edct_task.config import calibration_config
 from edct_task.run.outputs import image_files, load_run
 from edct_task.scoring import metrics as scoring
 
@@ -78,7 +82,7 @@ def test_lmms_eval_cli_calibration_faithful_and_prior(tmp_path):
     assert sample["filtered_resps"].startswith("{")
 
 
-def test_both_paths_give_identical_scores(tmp_path):
+def test_both_paths_give_identical_scores(tmp_path, capsys):
     """lmms-eval's agentic loop and the batched fast path on the same deterministic target."""
     n = "12"
     args = ("--model", "edct_reference", "--model_args", "behavior=mixed:0.5", "--tasks", TASK, "--limit", n)
@@ -132,6 +136,16 @@ def test_both_paths_give_identical_scores(tmp_path):
             for name in image_files(r):
                 assert (run.path / name).is_file(), name
     b_log = fast.results
+    # edct estimate reads latencies and the gate's pass rate from a loop-path run: its EDCT run
+    # folder, or lmms-eval's own folder (whose setup names that run folder)
+    config = tmp_path / "cal.yaml"
+    config.write_text(yaml.safe_dump(calibration_config().model_dump(mode="json")))
+    for folder in (tmp_path / "lmms" / "edct", tmp_path / "lmms"):
+        capsys.readouterr()
+        args = ["estimate", "--config", str(config), "--latencies-from", str(folder), "--json"]
+        assert edct_main(args) == 0
+        estimate = json.loads(capsys.readouterr().out)
+        assert 0.0 < estimate["verify_pass_rate"] <= 1.0, folder
     # 12 documents x 6 target turns: the pipelined schedule batches them into far fewer calls
     assert b_log["usage"]["roles"]["target"]["generate_until_calls"] < 12 * 6
 

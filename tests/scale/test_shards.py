@@ -99,7 +99,7 @@ def test_shard_and_torchrun_together_are_refused(tmp_path, monkeypatch) -> None:
         run(small_config(tmp_path / "x", shard="0/2"))
 
 
-def test_the_run_command_takes_shard_and_refuses_it_on_the_fast_path(runs, tmp_path, capsys) -> None:
+def test_the_run_command_takes_shard_on_both_kinds_of_target(runs, tmp_path, capsys) -> None:
     import yaml
 
     from edct_task.cli.main import main
@@ -111,6 +111,17 @@ def test_the_run_command_takes_shard_and_refuses_it_on_the_fast_path(runs, tmp_p
     assert (out / "samples.jsonl").read_bytes() == (runs["s1"] / "samples.jsonl").read_bytes()
     assert main(["run", "--config", str(tmp_path / "run.yaml"), "--shard", "3/3", "--output", str(out)]) == 2
     assert "data.shard" in capsys.readouterr().err
-    fast = ["run", "--model", "edct_reference", "--tasks", "edct_calibration", "--shard", "0/2"]
-    assert main([*fast, "--output", str(tmp_path / "fast")]) == 2
-    assert "--shard needs `edct run --config`" in capsys.readouterr().err
+    # an lmms-eval model as the target: the same slice of the same items, the same records
+    model = [
+        "run",
+        "--model",
+        "edct_reference",
+        "--model_args",
+        "behavior=mixed:0.5",
+        "--tasks",
+        "edct_calibration",
+    ]
+    model += ["--limit", str(raw["data"]["n"]), "--shard", "1/3", "--no-progress"]
+    assert main([*model, "--output", str(tmp_path / "model")]) == 0
+    assert (tmp_path / "model" / "samples.jsonl").read_bytes() == (out / "samples.jsonl").read_bytes()
+    assert not (tmp_path / "model" / "lmms").exists()  # a slice exports nothing: merge first
