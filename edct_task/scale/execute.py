@@ -25,6 +25,9 @@ from edct_task.scoring.table import runs_table
 DONE_CODES = (0, 3)
 """``edct run`` exit codes of a job that wrote its output folder."""
 REFUSED_CODE = 2
+RAY_ENV = {"RAY_raylet_start_wait_time_s": "120"}
+"""Set for Ray unless already set: how long a driver waits for its node's raylet to register
+(Ray's default suits an idle machine; a loaded one, or one with 2 cores, can take longer)."""
 
 
 class SweepError(UserError):
@@ -86,6 +89,8 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None) -> None:
+        for name, value in RAY_ENV.items():
+            os.environ.setdefault(name, value)  # before Ray reads its config; the user's value wins
         import ray
 
         self.ray = ray
@@ -95,9 +100,15 @@ class RayExecutor:
         try:
             ray.init(**kwargs)
         except Exception as exc:  # Ray raises a bare Exception when its node times out
+            hint = (
+                "is the cluster running?"
+                if address
+                else "its local node waits 30 s for its raylet: on a loaded machine start it first with "
+                "`ray start --head --num-cpus N` and pass --address auto"
+            )
             raise SweepError(
                 f"Ray did not start{f' at {address}' if address else ''}: {str(exc).splitlines()[0]} "
-                "(a loaded machine: RAY_raylet_start_wait_time_s=120; or run with --local)"
+                f"({hint}; or run with --local)"
             ) from None
         self._task = ray.remote(run_job)
         self._pending: dict[Any, tuple[Job, int]] = {}

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from conftest import SHARDS, N
 from edct_task.cli.main import main
 from edct_task.config import calibration_config
 from edct_task.core.errors import ConfigError
-from edct_task.scale.execute import Outcome, SweepError, run_jobs
+from edct_task.scale.execute import Outcome, RayExecutor, SweepError, run_jobs
 from edct_task.scale.sweep import expand
 
 MIXED = {"backend": "calibration-reference", "behavior": "mixed:0.5"}
@@ -95,6 +96,44 @@ def test_failed_tries_are_retried_and_refusals_stop_the_sweep(tmp_path: Path) ->
         run_jobs(jobs[:1], Scripted({jobs[0].name: [1, 1]}), retries=1, say=lines.append)
     with pytest.raises(SweepError, match="was refused: tail"):
         run_jobs(jobs[:1], Scripted({jobs[0].name: [2, 0]}), retries=5, say=lines.append)
+
+
+class FakeRay(types.ModuleType):
+    """``ray`` whose local node never comes up (as on a loaded machine); records the environment
+    and the arguments ``ray.init`` saw."""
+
+    def __init__(self) -> None:
+        super().__init__("ray")
+        self.seen: dict = {}
+
+    def init(self, **kwargs):
+        self.seen.update(kwargs, wait=os.environ.get("RAY_raylet_start_wait_time_s"))  # noqa: SIM112 (Ray spells it so)
+        raise Exception(  # what Ray 2.60 raises after its fixed 30 s wait for the raylet
+            "The current node timed out during startup. This could happen because some of the raylet "
+            "failed to startup or the GCS has become overloaded."
+        )
+
+
+def test_a_ray_that_does_not_start_stops_the_sweep_with_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
+    fake = FakeRay()
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    monkeypatch.delenv("RAY_raylet_start_wait_time_s", raising=False)
+    path = _sweep(tmp_path, {"a": MIXED}, shards=2)
+    assert main(["sweep", str(path), "--workers", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "timed out during startup" in err and "ray start --head" in err and "--local" in err
+    assert fake.seen == {
+        "address": None,
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "num_cpus": 2,
+        "wait": "120",  # the driver's wait for its raylet, raised for a loaded machine
+    }
+    monkeypatch.setenv("RAY_raylet_start_wait_time_s", "600")  # the user's own value wins
+    with pytest.raises(SweepError, match="is the cluster running"):
+        RayExecutor(address="ray://head:10001")
+    assert fake.seen["wait"] == "600" and fake.seen["address"] == "ray://head:10001"
 
 
 @pytest.mark.slow
