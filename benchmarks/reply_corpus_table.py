@@ -3,9 +3,11 @@
 Prints the markdown table for the working tree's ``edct_task/parsing.py`` and, with ``--ref``, for
 the ``parsing.py`` of a git commit (the parsers before issue 18: ``--ref 2fb9004``), loaded as a
 separate module; the old parsers take no ``finish_reason``, as the old engine never read it.
-``--details`` lists every reply that is not correct.
+``--details`` lists every reply that is not correct. ``--real`` reads the real-LLM corpus
+(tests/real_llm/data/real_llm_replies.yaml) instead and prints its table per model and
+``structured`` mode (the table of docs/guides/real-models.md).
 
-    python benchmarks/reply_corpus_table.py [--ref 2fb9004] [--details]
+    python benchmarks/reply_corpus_table.py [--ref 2fb9004] [--details] [--real]
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from support import reply_corpus  # noqa: E402
 
 from edct_task import parsing  # noqa: E402
+
+REAL_CORPUS = ROOT / "tests" / "real_llm" / "data" / "real_llm_replies.yaml"
 
 
 def parsing_at(ref: str) -> ModuleType:
@@ -45,10 +49,10 @@ def parsing_at(ref: str) -> ModuleType:
     return module
 
 
-def report(title: str, module: ModuleType, details: bool) -> None:
-    outcomes = reply_corpus.evaluate(module)
+def report(title: str, module: ModuleType, details: bool, corpus: Path, real: bool) -> None:
+    outcomes = reply_corpus.evaluate(module, reply_corpus.load(corpus))
     print(f"### {title}\n")
-    print(reply_corpus.table(outcomes))
+    print(reply_corpus.style_table(outcomes) if real else reply_corpus.table(outcomes))
     if details:
         for o in outcomes:
             if o.category != "correct":
@@ -60,11 +64,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ref", help="also run the parsers of this git commit (e.g. 2fb9004)")
     parser.add_argument("--details", action="store_true", help="list the replies that are not correct")
+    parser.add_argument("--real", action="store_true", help="the real-LLM corpus, per model and mode")
     args = parser.parse_args()
-    print(f"{len(reply_corpus.load())} replies from {reply_corpus.CORPUS.relative_to(ROOT)}\n")
+    corpus = REAL_CORPUS if args.real else reply_corpus.CORPUS
+    print(f"{len(reply_corpus.load(corpus))} replies from {corpus.relative_to(ROOT)}\n")
     if args.ref:
-        report(f"parsers at {args.ref}", parsing_at(args.ref), args.details)
-    report("parsers in this tree", parsing, args.details)
+        report(f"parsers at {args.ref}", parsing_at(args.ref), args.details, corpus, args.real)
+    report("parsers in this tree", parsing, args.details, corpus, args.real)
 
 
 if __name__ == "__main__":

@@ -690,7 +690,9 @@ def _build_instructions(raw: list[dict[str, str]], n: int) -> ParseResult[list[E
             return Unparsed(f"edit {index} has no 'change'")
         if _is_placeholder(change):
             return Unparsed(f"edit {index} repeats the template's placeholder {change!r} as its 'change'")
-        out.append(EditInstruction(**{name: fields.get(name, "").strip() for name in _FIELDS}))
+        # a template blank left in another field ("constraints": "...") states nothing: empty
+        values = {name: fields.get(name, "").strip() for name in _FIELDS}
+        out.append(EditInstruction(**{k: "" if _is_placeholder(v) else v for k, v in values.items()}))
     return Parsed(out)
 
 
@@ -823,7 +825,9 @@ def parse_instructions(
     after the header number ("Edit 1 (red light):") becomes the concept. Missing ``concept``,
     ``keep``, ``how`` and ``constraints`` become ``""``, except that a last text edit stopping
     before a field every earlier edit has (``How:``, ``Constraints:``) was cut mid-edit and is
-    dropped: the chain ends at the last complete edit. The last JSON array of edits wins.
+    dropped: the chain ends at the last complete edit. The last JSON array of edits wins. A field
+    that repeats the template's blank (``"..."``, ``"<object>"``) says nothing: ``""`` (in
+    ``change``: unparsed).
 
     Parameters
     ----------

@@ -221,6 +221,26 @@ def test_parse_instructions_missing_fields_become_empty() -> None:
     assert _value(parse_instructions(reply, 1)) == [expected]
 
 
+def test_parse_instructions_template_blanks_outside_change_become_empty() -> None:
+    """SmolLM2-135M-Instruct left the template's ``"..."`` in ``constraints`` (real-LLM corpus): the
+    edit states no constraints, so none are read; the same for any blank in any field but
+    ``change`` (where a blank leaves the edit unparsed)."""
+    reply = json.dumps(
+        {
+            "edits": [
+                {"concept": "<concept>", "keep": "…", "change": "recolour the car blue", "how": "N/A"},
+                {"concept": "the car", "change": "remove the tree", "constraints": "..."},
+            ]
+        }
+    )
+    assert _value(parse_instructions(reply, 2)) == [
+        EditInstruction(concept="", keep="", change="recolour the car blue", how="", constraints=""),
+        EditInstruction(concept="the car", keep="", change="remove the tree", how="", constraints=""),
+    ]
+    reason = _reason(parse_instructions('[{"change": "...", "constraints": "..."}]', 1))
+    assert reason == "edit 1 repeats the template's placeholder '...' as its 'change'"
+
+
 def test_parse_instructions_object_wrapping_the_array() -> None:
     reply = json.dumps({"edits": [_EDIT1.model_dump(), _EDIT2.model_dump()]})
     assert _value(parse_instructions(reply, 2)) == [_EDIT1, _EDIT2]

