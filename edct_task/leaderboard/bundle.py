@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edct_task.core.canonical import canonical_json
 from edct_task.core.errors import UserError
 from edct_task.core.records import SampleRecord
 from edct_task.leaderboard.archive import (
@@ -42,7 +43,7 @@ from edct_task.leaderboard.archive import (
     load_json,
     read_archive,
 )
-from edct_task.reporting.setup import canonical_json, dataset_manifest, sha256_text
+from edct_task.reporting.setup import dataset_manifest, sha256_text
 from edct_task.reporting.sources import (
     DEFAULT_RESAMPLES,
     EdctRun,
