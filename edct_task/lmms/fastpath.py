@@ -343,7 +343,7 @@ def _evaluate(
     from lmms_eval.utils import get_datetime_str, handle_non_serializable, hash_string
 
     from edct_task.engine.dispatch import Progress
-    from edct_task.engine.lockstep import run_samples
+    from edct_task.engine.driver import run_samples
 
     started = time.perf_counter()
     tracker = EvaluationTracker(output_path=str(output_path))

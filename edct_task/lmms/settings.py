@@ -19,8 +19,8 @@ from edct_task import prompts
 from edct_task.config import RunConfig, calibration_config
 from edct_task.core.errors import ConfigError
 from edct_task.engine.dispatch import Dispatcher
+from edct_task.engine.driver import build_dispatcher
 from edct_task.engine.handlers import PixelCache
-from edct_task.engine.lockstep import build_dispatcher
 from edct_task.engine.protocol import ProtocolConfig
 from edct_task.engine.stage_cache import CacheSchemaError, ImageStore, StageCache
 from edct_task.roles import Roles, build_roles

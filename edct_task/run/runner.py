@@ -21,8 +21,8 @@ from edct_task.config import DataSection, RunConfig
 from edct_task.core.errors import ConfigError
 from edct_task.core.records import SampleInput, SampleRecord
 from edct_task.engine.dispatch import Progress
+from edct_task.engine.driver import build_dispatcher, run_samples
 from edct_task.engine.files import atomic_write, place
-from edct_task.engine.lockstep import build_dispatcher, run_samples
 from edct_task.engine.stage_cache import ImageStore, StageCache
 from edct_task.engine.storage import storage_error
 from edct_task.roles import build_roles, refuse_calibration_roles

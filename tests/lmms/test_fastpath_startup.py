@@ -312,7 +312,7 @@ def test_the_first_target_batch_goes_out_while_later_documents_are_decoded(tmp_p
 def test_no_document_image_is_decoded_before_the_samples_are_drawn(tmp_path, fast_env, monkeypatch):
     """lmms-eval's documents decode their image on access: the refusal check before the first
     model call reads the rows without it, and each row is read once, as its sample is drawn."""
-    import edct_task.engine.lockstep as lockstep
+    import edct_task.engine.driver as lockstep
 
     decodes: list[int] = []
     at_start: list[int] = []
