@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from edct_task.cli.options import add_progress_and_overrides
+from edct_task.cli.options import add_output, add_progress_and_overrides
 from edct_task.core.errors import ConfigError
 
 DEFAULT_BEHAVIORS = ("faithful", "prior", "stale", "mixed:0.5")
@@ -62,14 +62,7 @@ def add_parser(sub: Any) -> None:
         default=None,
         help="number of calibration samples (300; 60 with --model tiny-vlm)",
     )
-    demo.add_argument(
-        "--output",
-        "--out",
-        dest="output",
-        type=Path,
-        default=Path("runs/demo"),
-        help="output folder (runs/demo)",
-    )
+    add_output(demo, "output folder (runs/demo)", default=Path("runs/demo"))
     add_progress_and_overrides(demo, of=" of every run")
 
 

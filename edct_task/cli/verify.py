@@ -210,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
             target=target,
             locator=locator,
             params=params,
-            artefact_dir=args.out,
+            artefact_dir=args.output,
         )
     except BackendError as exc:
         print(f"edct verify: the detector failed ({exc.kind}): {exc}", file=sys.stderr)
@@ -223,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(check.model_dump(mode="json"), indent=2))
     else:
-        print(_summary(check, args.out))
+        print(_summary(check, args.output))
     return EXIT_PASS if check.passed else EXIT_FAIL
 
 
