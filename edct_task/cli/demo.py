@@ -82,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     from edct_task.reporting.answer_accuracy import accuracy_score
     from edct_task.reporting.report import REPORT_MD, write_report
     from edct_task.reporting.sources import collect
+    from edct_task.run.outputs import SAMPLES_FILE
     from edct_task.run.runner import run as run_edct
     from edct_task.scoring.table import runs_table
 
@@ -114,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     collection = collect(list(folders), folders)
     for model in collection.models.values():
         (run_,) = model.edct
-        score = accuracy_score(run_.records, Path(run_.source) / "samples.jsonl")
+        score = accuracy_score(run_.records, Path(run_.source) / SAMPLES_FILE)
         if score is not None:
             model.benchmarks[score.task] = score
     report = write_report(collection, out / "report")

@@ -52,7 +52,7 @@ from edct_task.reporting.sources import (
     read_edct_run,
 )
 from edct_task.run.log import installed_versions
-from edct_task.run.outputs import image_files
+from edct_task.run.outputs import RESULTS_FILE, SAMPLES_FILE, image_files
 
 FORMAT = "edct-bundle"
 FORMAT_VERSION = 1
@@ -165,7 +165,7 @@ class Bundle:
 
 def _run_of(path: Path) -> tuple[EdctRun, dict[str, Any], dict[str, Any] | None, str]:
     """(EDCT result, the run's results file, the setup as recorded, kind) of a run folder."""
-    if (path / "results.json").is_file() and (path / "samples.jsonl").is_file():
+    if (path / RESULTS_FILE).is_file() and (path / SAMPLES_FILE).is_file():
         from edct_task.run.outputs import load_run
 
         return read_edct_run(path), load_run(path).results, None, "edct"
