@@ -1,4 +1,4 @@
-"""``edct agreement LABELS.jsonl… --run RUN [--out DIR]``: the paper's Table 4 (human validation)."""
+"""``edct agreement LABELS.jsonl… --run RUN [--output DIR]``: the paper's Table 4 (human validation)."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         atomic_write(out / "agreement.csv", to_csv(report))
         atomic_write(out / "agreement.json", dumps_json(report))
     except OSError as exc:
-        print(f"edct agreement: cannot write into {out}: {exc}; pass --out DIR", file=sys.stderr)
+        print(f"edct agreement: cannot write into {out}: {exc}; pass --output DIR", file=sys.stderr)
         return 2
     print(markdown)
     print(f"written: {out / 'agreement.md'}, agreement.csv, agreement.json")

@@ -1,4 +1,4 @@
-"""``edct audit RUN --out DIR``: a static HTML report of one run that opens from ``file://``."""
+"""``edct audit RUN --output DIR``: a static HTML report of one run that opens from ``file://``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``edct leaderboard BUNDLE... --out DIR``: verify bundles and rank them within their setup track."""
+"""``edct leaderboard BUNDLE... --output DIR``: verify bundles and rank them within their setup track."""
 
 from __future__ import annotations
 

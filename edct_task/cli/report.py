@@ -1,4 +1,4 @@
-"""``edct report PATH... --out DIR [--label PATH=NAME]``: the paper's tables, Fig. 5 and report.json."""
+"""``edct report PATH... --output DIR [--label PATH=NAME]``: the paper's tables, Fig. 5 and report.json."""
 
 from __future__ import annotations
 

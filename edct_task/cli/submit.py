@@ -1,4 +1,4 @@
-"""``edct submit RUN --out FILE [--with-images]``: pack one run into a verifiable leaderboard bundle."""
+"""``edct submit RUN --output FILE [--with-images]``: pack one run into a verifiable leaderboard bundle."""
 
 from __future__ import annotations
 

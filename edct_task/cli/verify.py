@@ -3,7 +3,7 @@
 The instruction is parsed with the rule-based parser (or ``--edit-type`` / ``--target`` say it
 directly); the target is located with a user box (``--box``), a user mask (``--mask``) or a
 detector backend (``--detector``, default ``opencv-cascade``) and a segmenter; ``check_edit``
-runs the gate and, with ``--out``, writes the heatmap, mask, overlay, panel and ``check.json``.
+runs the gate and, with ``--output``, writes the heatmap, mask, overlay, panel and ``check.json``.
 
 Exit codes: 0 the edit passed, 1 it did not (or the detector failed), 2 usage error.
 """
