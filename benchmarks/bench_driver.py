@@ -21,7 +21,7 @@ from typing import Any
 from floor import cores, cpu_seconds, critical_path_s, per_stage_cpu
 
 from edct_task.config import calibration_config, config_from_dict
-from edct_task.engine.lockstep import Limits
+from edct_task.engine.driver import Limits
 from edct_task.run.runner import run
 
 

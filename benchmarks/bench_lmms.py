@@ -50,7 +50,7 @@ from floor import (
     startup_s,
 )
 
-from edct_task.engine.lockstep import Limits
+from edct_task.engine.driver import Limits
 
 BIN = Path(sys.executable).parent
 LIMITS = Limits()

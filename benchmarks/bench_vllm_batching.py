@@ -1,5 +1,5 @@
-"""Does `edct run` with an openai-chat target get vLLM's continuous batching? The same N image requests against a real vLLM
-server, sent as the batched driver sends one round's target requests (all at once, through the
+"""Does `edct run` with an openai-chat target get vLLM's continuous batching? The same N image
+requests against a real vLLM server, sent as the driver sends one round's target requests (all at once, through the
 ``openai-chat`` target's concurrent ``generate``) and one at a time.
 
     .venv/bin/python benchmarks/bench_vllm_batching.py [--requests 32] [--new-tokens 16 64]

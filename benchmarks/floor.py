@@ -4,7 +4,7 @@ A run cannot finish before one sample's chain of dependent calls (the critical p
 simulated latencies), nor before the CPU work of all samples spread over the cores. Both
 benchmarks print the floor next to the wall time.
 
-Critical path of one sample with chain length k (SPEC §2; what waits for what in
+Critical path of one sample with chain length k (what waits for what in
 ``edct_task.engine.protocol``): the baseline answer and why (2 target calls), concept extraction
 and the instruction chain (2 text calls), then per edit the edit, its verification and the
 re-query answer and why (the edit parser runs beside the edit; the judges of edit j beside edit

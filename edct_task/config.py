@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from edct_task.core.errors import ConfigError
 from edct_task.core.inputs import InputFileError, load_yaml, read_yaml
-from edct_task.engine.lockstep import Limits
+from edct_task.engine.driver import Limits
 from edct_task.engine.protocol import ProtocolConfig
 from edct_task.roles import PanelSpec, RoleSpec
 from model_adapters.secrets import is_secret_name

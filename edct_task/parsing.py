@@ -3,7 +3,8 @@
 Pure functions, no I/O, linear time in the reply's length (``edct_task.reply_scan``). Every parser
 takes the reply and the ``finish_reason`` the backend reported, first calls :func:`strip_thinking`,
 then returns either ``Parsed(value)`` or ``Unparsed(reason, kind)``: a reply that cannot be read is
-*unscored* with a specific reason, never scored 0 (SPEC §3). No parser raises on any text.
+*unscored* with a specific reason (left out of the denominator and counted), never scored 0. No
+parser raises on any text.
 
 The rules (the README's "How replies are read" says the same)
 --------------------------------------------------------------
@@ -84,7 +85,7 @@ ParseResult = Union[Parsed[T], Unparsed]  # noqa: UP007 - a generic alias needs 
 
 @dataclass(frozen=True)
 class BinaryJudgement:
-    """The binary judge's verdict for one chain step (SPEC §2.7)."""
+    """The binary judge's verdict for one chain step: AC_j, EF_j and CCS_j = AC_j · EF_j."""
 
     ac: int
     """Answer consistency, 0 or 1."""
@@ -102,7 +103,7 @@ class BinaryJudgement:
 
 @dataclass(frozen=True)
 class GradedJudgement:
-    """The graded judge's verdict for one chain step (SPEC §2.7)."""
+    """The graded judge's verdict for one chain step: a holistic score s_j in 1..5."""
 
     score: int
     """Holistic score, 1..5."""
@@ -570,7 +571,7 @@ def _bare_list(text: str, span: _Span) -> list[str] | None:
 
 
 def parse_concepts(text: str, k: int, *, finish_reason: str | None = None) -> ParseResult[list[str]]:
-    """Read the extractor's list of concepts (SPEC §2.2).
+    """Read the extractor's list of concepts: the visual evidence the explanation cites, ranked, at most k.
 
     Accepted: a JSON array of strings (also inside code fences, with chatter around, single
     quotes, trailing commas, typographic quotes), an array of objects with a ``"concept"`` key, an
@@ -813,7 +814,7 @@ def _clean_value(value: str) -> str:
 def parse_instructions(
     text: str, n: int, *, finish_reason: str | None = None
 ) -> ParseResult[list[EditInstruction]]:
-    """Read the chain of edit instructions (SPEC §2.3).
+    """Read the chain of edit instructions: one per concept, each Keep / Change / How / Constraints.
 
     Accepted: a JSON array of objects (key names case-insensitive, ``constraint`` for
     ``constraints``; also one object, or an object wrapping the array under any key), or the
@@ -934,7 +935,8 @@ def _text_targets(body: str, values: list[_JsonValue]) -> list[Block]:
 
 
 def parse_edit_target(text: str, *, finish_reason: str | None = None) -> ParseResult[EditTarget]:
-    """Read the edit-parser LLM's reply: kind of edit and target object (SPEC §4 step 1).
+    """Read the edit-parser LLM's reply: kind of edit and target object (the first step of the
+    paper's Algorithm 1).
 
     Accepted: a JSON object (``type``/``edit_type``/``kind`` and ``target``/``object``, any
     case), ``Type: ...`` / ``Target: ...`` lines or one line (``Type: MODIFY, Target: car``),
@@ -1159,7 +1161,7 @@ def _reason_before(body: str, end: int, who: str) -> str:
 
 
 def parse_binary_judgement(text: str, *, finish_reason: str | None = None) -> ParseResult[BinaryJudgement]:
-    """Read the binary judge's verdict: AC, EF (and CCS) with their reasons (SPEC §2.7).
+    """Read the binary judge's verdict: AC, EF (and CCS = AC · EF) with their reasons.
 
     Accepted forms of a score: ``AC: 1``, ``**AC**: 1``, ``**AC:** 1``, ``AC = 1``,
     ``AC score: 1``, ``- AC: 1/1``, ``AC (answer consistency): 1``, ``Answer consistency: 1``,
@@ -1251,7 +1253,7 @@ def _graded_label_ok(body: str, start: int) -> bool:
 
 
 def parse_graded_judgement(text: str, *, finish_reason: str | None = None) -> ParseResult[GradedJudgement]:
-    """Read the graded judge's verdict: a score 1..5 and its reason (SPEC §2.7).
+    """Read the graded judge's verdict: a holistic score 1..5 and its reason.
 
     Accepted: ``SCORE: 4``, ``Score: 4/5``, ``**Score:** 4``, ``**Score**: 4``, ``Final score:
     4``, ``Score = 4``, ``Rating: 4 out of 5``, ``4.0``, the paper's ``<Final Scores> CCS: 4

@@ -135,7 +135,8 @@ class RoleSpec:
 
 @dataclass(frozen=True)
 class PanelSpec:
-    """Several backends for one role: the judge panel (majority vote / mean, SPEC §3)."""
+    """Several backends for one role: the judge panel (majority vote of the binary scores, mean of
+    the graded ones)."""
 
     members: tuple[RoleSpec, ...]
 

@@ -37,6 +37,7 @@ def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
     "modules",
     [
         ("edct_task.core.records", "edct_task.core.requests", "edct_task.core.errors"),
+        ("edct_task.core.canonical",),
         ("edct_task.engine.protocol", "edct_task.engine.drive"),
         ("verification", "model_adapters.contracts"),
     ],

@@ -57,3 +57,24 @@ def test_the_pattern_sees_the_old_readers() -> None:
         'resp = sample.get("filtered_resps", sample.get("resps"))',
     ]
     assert all(DECODING.search(line) for line in old)
+
+
+RUN_FILE_PATH = re.compile(
+    r"/\s*f?[\"'](?:results\.json|samples\.jsonl)[\"']|\{[^}]*\}/(?:results\.json|samples\.jsonl)"
+)
+
+
+def test_a_run_folders_files_are_named_by_the_readers_constants() -> None:
+    """``RESULTS_FILE`` / ``SAMPLES_FILE`` of ``run.outputs`` are the one spelling of a run folder's
+    files: no product module joins a path onto the literal names."""
+    found = [
+        f"{path.relative_to(ROOT).as_posix()}:{n}: {line.strip()}"
+        for package in PRODUCT
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if path.relative_to(ROOT).as_posix() != "edct_task/run/outputs.py"
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if RUN_FILE_PATH.search(line)
+    ]
+    assert found == []
+    assert RUN_FILE_PATH.search('if not (j.output / "results.json").is_file()')
+    assert RUN_FILE_PATH.search('check_results(f"{source}/results.json", results)')

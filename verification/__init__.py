@@ -1,4 +1,4 @@
-"""Localised edit verification (SPEC §4, Algorithm 1): masks, alignment, change maps, the gate.
+"""Localised edit verification (the paper's Algorithm 1): masks, alignment, change maps, the gate.
 
 A leaf package: it imports nothing from ``edct_task``. Kernels are pure functions on numpy
 arrays; ``check_edit`` is the PIL-level entry point that returns an ``EditCheck`` record.

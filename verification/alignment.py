@@ -1,4 +1,4 @@
-"""Align the edited image to the original (SPEC §4 step 5), undoing small global shifts and warps.
+"""Align the edited image to the original, undoing small global shifts and warps.
 
 Image editors often return a picture that is a few pixels shifted, slightly rotated or rescaled,
 or at another resolution. Compared pixel by pixel, such a picture "changed everywhere", so the

@@ -1,7 +1,7 @@
 """Per-pixel change map Δ = δ_structure ∨ δ_pixel between an original and an (aligned) edit.
 
-SPEC §4 step 6. Both images are first smoothed with a small Gaussian (``pre_blur_sigma``) so that
-resampling, demosaicing and JPEG noise are not "change". Then:
+The gate's per-pixel change (Algorithm 1). Both images are first smoothed with a small Gaussian
+(``pre_blur_sigma``) so that resampling, demosaicing and JPEG noise are not "change". Then:
 
 - **δ_structure** = 1 where the local SSIM of the grey images (Gaussian window σ = ``ssim_sigma``,
   K1 = 0.01, K2 = 0.03, data range 1, population covariance — the same definition as

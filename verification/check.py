@@ -1,4 +1,5 @@
-"""``check_edit``: the image half of SPEC §4 (Algorithm 1, steps 2–8) on PIL images, as a record.
+"""``check_edit``: the image half of the paper's Algorithm 1 (everything after parsing the
+instruction) on PIL images, as a record.
 
 Given the parsed edit (type and target), it picks the image to search (the edited one for ADD —
 the object exists only after the edit — else the original), asks a ``MaskProvider`` for the
@@ -150,7 +151,7 @@ def check_edit(
     artefact_dir: Path | None = None,
     store_maps: Callable[[Image.Image], str] | None = None,
 ) -> EditCheck:
-    """Verify that an edit changed its target and little else (SPEC §4, Algorithm 1 steps 2–8).
+    """Verify that an edit changed its target and little else (Algorithm 1 after the parse).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""The detector contract (SPEC §4 step 3): find the edit's target in an image and return boxes.
+"""The detector contract: find the edit's target in an image and return boxes.
 
 ``Detector.detect(image, target) -> Detections``: zero or more boxes with scores, best first.
 "Target not found" is an empty ``Detections`` whose ``detail`` says why (nothing above the

@@ -1,4 +1,4 @@
-"""What an edit instruction does, and to which object: step 1 of Algorithm 1 (SPEC §4).
+"""What an edit instruction does, and to which object: the first step of the paper's Algorithm 1.
 
 ``EditTarget`` is the answer to "which kind of edit, on which object"; the LLM-backed parser
 lives in ``edct_task.parsing.parse_edit_target`` (it reads the LLM's reply), and this module holds
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 EditType = Literal["ADD", "MODIFY", "REMOVE"]
-"""The three kinds of localized edit of SPEC §4."""
+"""The three kinds of localized edit: add an object, modify one, remove one."""
 
 EDIT_TYPES: tuple[EditType, ...] = ("ADD", "MODIFY", "REMOVE")
 
@@ -463,7 +463,7 @@ def _phrase_after(text: str, start: int, verb: str) -> str:
 def rule_based_edit_target(instruction: str) -> EditTarget | None:
     """Classify an edit instruction and extract its target object without an LLM.
 
-    The fallback of SPEC §4 step 1; the rules are in the module docstring.
+    The fallback when no edit-parser LLM is configured (ours); the rules are in the module docstring.
 
     Parameters
     ----------

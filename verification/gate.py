@@ -1,6 +1,8 @@
-"""The localisation gate (SPEC §4 steps 4–8): dilate the mask, align, compute Δ, decide.
+"""The localisation gate (the end of the paper's Algorithm 1): dilate the mask, align, compute Δ,
+decide.
 
-Reading of SPEC §4 step 7 **[ours]**: r_in and r_out are *per-region change ratios* —
+Reading of "r_in / r_out: the share of changed pixels inside / outside M" **[ours]**: they are
+*per-region change ratios* —
 
     r_in  = |Δ ∩ M| / |M|          (share of the target region that changed)
     r_out = |Δ ∖ M| / |¬M|         (share of everything else that changed)
@@ -68,7 +70,7 @@ def gate_decision(
     valid : ndarray of bool, shape (H, W), optional
         Pixels to count; all when None.
     tau_in, tau_out : float
-        Thresholds of SPEC §4 step 8.
+        Pass iff r_in > tau_in and r_out < tau_out (the paper: 0.10 and 0.30).
 
     Returns
     -------
@@ -133,7 +135,7 @@ def evaluate_gate(
     mask: np.ndarray,
     params: GateParams | None = None,
 ) -> GateOutcome:
-    """Run SPEC §4 steps 4–8 on arrays: dilate m → M, align, Δ, r_in / r_out, decision.
+    """Run the gate on arrays: dilate m → M, align, Δ, r_in / r_out, decision.
 
     Parameters
     ----------

@@ -1,10 +1,10 @@
 """Target masks: simple mask helpers, dilation M = dilate(m), and two user-supplied mask providers.
 
-SPEC §4 step 4 dilates the segmentation mask m by a small margin before the gate counts pixels
-inside and outside it, so that an edit blending a few pixels past the object boundary is not
-"change outside the target". ``BoxMaskProvider`` (a user-supplied box) and ``StaticMaskProvider``
-(a user-supplied mask) implement the ``MaskProvider`` contract without any model; they are what
-the tests and the manual "I know where the object is" mode use.
+The gate dilates the segmentation mask m by a small margin before it counts pixels inside and
+outside it, so that an edit blending a few pixels past the object boundary is not "change outside
+the target". ``BoxMaskProvider`` (a user-supplied box) and ``StaticMaskProvider`` (a user-supplied
+mask) implement the ``MaskProvider`` contract without any model; they are what the tests and the
+manual "I know where the object is" mode use.
 """
 
 from __future__ import annotations

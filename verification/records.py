@@ -2,7 +2,7 @@
 OpenCV or PIL (the engine's records embed them; ``edct_task.core`` must stay light).
 
 ``GateParams`` (with its ``AlignmentParams`` and ``ChangeMapParams``) is every number the gate
-uses; ``EditCheck`` is what one check recorded (SPEC §4); ``AlignmentReport`` what alignment did.
+uses; ``EditCheck`` is what one check recorded; ``AlignmentReport`` what alignment did.
 """
 
 from __future__ import annotations
@@ -230,8 +230,10 @@ class GateParams(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    tau_in: float = Field(default=0.10, ge=0, le=1, description="Pass needs r_in > tau_in (SPEC: 0.10).")
-    tau_out: float = Field(default=0.30, ge=0, le=1, description="Pass needs r_out < tau_out (SPEC: 0.30).")
+    tau_in: float = Field(default=0.10, ge=0, le=1, description="Pass needs r_in > tau_in (the paper: 0.10).")
+    tau_out: float = Field(
+        default=0.30, ge=0, le=1, description="Pass needs r_out < tau_out (the paper: 0.30)."
+    )
     dilation_px: int | None = Field(
         default=None,
         ge=0,
@@ -245,7 +247,7 @@ class GateParams(BaseModel):
     )
     align: bool = Field(
         default=True,
-        description="Align the edit to the original before comparing (SPEC step 5).",
+        description="Align the edit to the original before comparing (ORB homography, then dense flow).",
     )
     alignment: AlignmentParams = Field(default_factory=AlignmentParams, description="Alignment guards.")
     change: ChangeMapParams = Field(default_factory=ChangeMapParams, description="Change-map thresholds.")
@@ -269,7 +271,7 @@ Verdict = Literal["pass", "no_change_in_target", "change_outside_target", "targe
 
 
 class EditCheck(BaseModel):
-    """The verification record of one edit (SPEC §4), JSON-serialisable."""
+    """The verification record of one edit, JSON-serialisable."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

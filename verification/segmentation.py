@@ -1,4 +1,4 @@
-"""The segmenter contract (SPEC §4 step 4): one mask per detected box.
+"""The segmenter contract: one mask per detected box.
 
 ``Segmenter.segment(image, boxes) -> list of bool H×W masks`` (one per box, in order). The
 caller (``DetectAndSegment``) takes their union; dilation stays in the gate. A segmenter may

@@ -58,7 +58,7 @@ MODEL_GROUPS: dict[str, tuple[str, ...]] = {
 MODEL_MODULES = (
     "edct_task.config",
     "edct_task.engine.protocol",
-    "edct_task.engine.lockstep",
+    "edct_task.engine.driver",
     "edct_task.core.records",
     "edct_task.run.log",
     "verification.records",

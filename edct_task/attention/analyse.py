@@ -1,4 +1,4 @@
-"""``edct attention``: saliency maps and localization scores of counterfactual pairs (SPEC §7).
+"""``edct attention``: saliency maps and localization scores of counterfactual pairs (paper §4.6).
 
 For each pair, on the original and on the counterfactual: the probe's greedy answer, the answer
 position's attention to the image tokens at the selected layers, the paper's saliency recipe

@@ -1,4 +1,4 @@
-"""The paper's attention-saliency recipe (SPEC §7, its Fig. 4 and Fig. 9) and the localization score.
+"""The paper's attention-saliency recipe (§4.6, its Fig. 4 and Fig. 9) and the localization score.
 
 Pure functions on arrays; the model side (which attention rows, from which layers) lives in
 ``edct_task.attention.probe``. Input is the attention of one query position — the position that

@@ -1,4 +1,4 @@
-"""``edct attention EXPORT --model DIR --out OUT``: read the pairs, load the model, map, write."""
+"""``edct attention EXPORT --model DIR --output OUT``: read the pairs, load the model, map, write."""
 
 from __future__ import annotations
 

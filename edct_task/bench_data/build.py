@@ -6,7 +6,7 @@ write the dataset and manifest into a temporary folder beside ``out`` and rename
 
 Selection: candidates are sorted by id and shuffled with a generator seeded by ``(seed,
 domain)``; DriveLM candidates that mention a visual cue (traffic light, pedestrian, sign, …)
-come first (SPEC §5 prefers scenes where changing a visual cue should change the answer). The
+come first (EDCT-Bench prefers scenes where changing a visual cue should change the answer). The
 first ``count`` whose image decodes are taken. With an id list, exactly the listed ids are taken
 (counts are ignored); an id that a rule removed, or that no source has, is an error.
 

@@ -5,8 +5,8 @@
 "image_paths": {"CAM_FRONT": "../nuscenes/samples/CAM_FRONT/<file>.jpg", …}}}}}``.
 Images resolve under the nuScenes root: ``<root>/samples/CAM_FRONT/<file>.jpg``.
 
-SPEC §5: front camera only; questions with image coordinates or other technical artefacts are
-dropped; every question is asked under the ego-vehicle system prompt.
+EDCT-Bench's DriveLM rules: front camera only; questions with image coordinates or other technical
+artefacts are dropped; every question is asked under the ego-vehicle system prompt.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ SYSTEM_PROMPT = (
     "ego vehicle's front camera sees at this moment, looking ahead in its direction of travel. "
     "Answer every question from the ego vehicle's point of view."
 )
-"""The ego-vehicle system prompt (SPEC §5), in our own words."""
+"""The system prompt that defines the ego vehicle and says the image is its front camera view, in
+our own words."""
 
 # An object tag such as <c1,CAM_FRONT,714.2,530.8>: an id, a camera and pixel coordinates.
 OBJECT_TAG = re.compile(r"<[^<>]*\bCAM_[A-Z_]+\b[^<>]*>")

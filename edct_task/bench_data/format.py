@@ -43,7 +43,7 @@ FORMAT_VERSION = 1
 """Bumped whenever a column, the metadata keys or a selection rule changes meaning."""
 DOMAINS = ("okvqa", "drivelm", "3dsr")
 DEFAULT_COUNTS = {"okvqa": 160, "drivelm": 80, "3dsr": 60}
-"""SPEC §5: 160 OK-VQA, 80 DriveLM, 60 3DSRBench items."""
+"""The paper's EDCT-Bench: 300 items, 160 OK-VQA, 80 DriveLM, 60 3DSRBench."""
 ENV_DATA = "EDCT_BENCH_DATA"
 """Environment variable naming the dataset for the ``edct_bench*`` lmms-eval tasks."""
 MANIFEST_NAME = "edct_manifest.json"

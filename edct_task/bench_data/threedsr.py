@@ -6,7 +6,8 @@ category, image_source, image_url``) or a VLMEvalKit TSV (``3dsrbench_v1_vlmeval
 file is found in ``--3dsr-images`` (e.g. the unzipped ``coco_images.zip``) by the ``image_path``
 column, else by the file name of ``image_url``.
 
-SPEC §5 keeps the orientation family, matched on the ``category`` column (``ORIENTATION_FAMILY``).
+EDCT-Bench keeps the orientation family (orientation, orientation-conditioned reference frames and
+closely related 3D relations), matched on the ``category`` column (``ORIENTATION_FAMILY``).
 """
 
 from __future__ import annotations

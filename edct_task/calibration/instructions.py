@@ -33,7 +33,7 @@ class SceneEdit:
 
     @property
     def edit_type(self) -> str:
-        """ADD, MODIFY or REMOVE, as in SPEC §4."""
+        """ADD, MODIFY or REMOVE: the three kinds of localized edit the verification knows."""
         if self.attr == "presence":
             return "ADD" if self.new == "present" else "REMOVE"
         return "MODIFY"

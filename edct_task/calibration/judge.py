@@ -11,9 +11,9 @@ warrants with the world's rule table (its "world knowledge"), then scores:
 - EF = 1 when the new explanation cites nothing the edited scene contradicts: no altered
   (object, old value) and no removed object as present. Lines it cannot read as a cue are checked
   textually for the altered object together with its old value.
-- graded (SPEC §2.7): 5 AC and EF with a cue still true; 4 AC and EF but generic; 3 answer wrong
-  but valid explanation and the answer moved; 2 right answer for the wrong reason, or a wrong
-  unchanged answer with a valid explanation; 1 inertia (wrong answer, stale explanation).
+- graded (the holistic 1..5 rubric): 5 AC and EF with a cue still true; 4 AC and EF but generic;
+  3 answer wrong but valid explanation and the answer moved; 2 right answer for the wrong reason,
+  or a wrong unchanged answer with a valid explanation; 1 inertia (wrong answer, stale explanation).
 """
 
 from __future__ import annotations

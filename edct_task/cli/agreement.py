@@ -1,4 +1,4 @@
-"""``edct agreement LABELS.jsonl… --run RUN [--out DIR]``: the paper's Table 4 (human validation)."""
+"""``edct agreement LABELS.jsonl… --run RUN [--output DIR]``: the paper's Table 4 (human validation)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from edct_task.cli.options import optional_path
+from edct_task.cli.options import add_output
 from edct_task.engine.files import atomic_write
 
 
@@ -33,11 +33,8 @@ def add_parser(sub: Any) -> None:
         help="edit validity: count a 'not assessable' label as not valid (invalid: the paper's definition, "
         "every intervention counts; default) or leave it out (missing)",
     )
-    optional_path(
-        p,
-        "--output",
-        "DIR",
-        "folder for agreement.md, .csv and .json (default RUN/agreement; the Markdown is also printed)",
+    add_output(
+        p, "folder for agreement.md, .csv and .json (default RUN/agreement; the Markdown is also printed)"
     )
 
 
@@ -66,14 +63,14 @@ def run(args: argparse.Namespace) -> int:
     markdown = to_markdown(report)
     from edct_task.audit.links import AGREEMENT_DIR
 
-    out = args.out if args.out is not None else args.run_dir / AGREEMENT_DIR
+    out = args.output if args.output is not None else args.run_dir / AGREEMENT_DIR
     try:
         out.mkdir(parents=True, exist_ok=True)
         atomic_write(out / "agreement.md", markdown)
         atomic_write(out / "agreement.csv", to_csv(report))
         atomic_write(out / "agreement.json", dumps_json(report))
     except OSError as exc:
-        print(f"edct agreement: cannot write into {out}: {exc}; pass --out DIR", file=sys.stderr)
+        print(f"edct agreement: cannot write into {out}: {exc}; pass --output DIR", file=sys.stderr)
         return 2
     print(markdown)
     print(f"written: {out / 'agreement.md'}, agreement.csv, agreement.json")

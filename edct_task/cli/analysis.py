@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
             AttentionRequest(
                 source=args.source,
                 model=args.model,
-                out=args.out,
+                out=args.output,
                 layers=args.layers,
                 max_pairs=args.max_pairs,
                 device=args.device,
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         s = doc["summary"]
         loc = s["localization"]
         mem = doc["memory"]
-        print(f"wrote {args.out}/attention.json, summary.md, index.html, overlays/")
+        print(f"wrote {args.output}/attention.json, summary.md, index.html, overlays/")
         peak = mem.get("peak_cuda_allocated_bytes", mem["peak_process_rss_bytes"])
         print(
             f"{s['scored_pairs']}/{s['pairs']} pairs scored (errors {s['errors']}, no mask {s['no_mask']}); "
@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         FinetuneRequest(
             source=args.source,
             model=args.model,
-            out=args.out,
+            out=args.output,
             labels=args.labels,
             held_out=args.held_out,
             epochs=args.epochs,
@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         ),
         progress=lambda msg: print(msg, flush=True),
     )
-    print(f"wrote {args.out}/finetune.json, adapter/, report/")
+    print(f"wrote {args.output}/finetune.json, adapter/, report/")
     b, a = doc["before"]["all"], doc["after"]["held_out"]
     ratio = b["loss_ratio_counterfactual_to_original"]
     print(

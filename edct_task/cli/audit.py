@@ -1,4 +1,4 @@
-"""``edct audit RUN --out DIR``: a static HTML report of one run that opens from ``file://``."""
+"""``edct audit RUN --output DIR``: a static HTML report of one run that opens from ``file://``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from edct_task.cli.options import optional_path
+from edct_task.cli.options import add_output
 
 
 def add_parser(sub: Any) -> None:
@@ -24,11 +24,8 @@ def add_parser(sub: Any) -> None:
         metavar="RUN",
         help="an `edct run` output folder or lmms-eval output with logged samples",
     )
-    optional_path(
-        p,
-        "--output",
-        "DIR",
-        "report folder, index.html is written there (default RUN/audit, where `edct report` finds it)",
+    add_output(
+        p, "report folder, index.html is written there (default RUN/audit, where `edct report` finds it)"
     )
 
 
@@ -37,23 +34,23 @@ def run(args: argparse.Namespace) -> int:
     from edct_task.audit.report import write_audit
     from edct_task.run.outputs import RunReadError, load_run
 
-    if args.out is None:
-        args.out = args.run_dir / AUDIT_DIR
+    if args.output is None:
+        args.output = args.run_dir / AUDIT_DIR
     try:
         loaded = load_run(args.run_dir)
     except RunReadError as exc:
         print(f"edct audit: {exc}", file=sys.stderr)
         return 2
-    if args.out.exists() and not args.out.is_dir():
+    if args.output.exists() and not args.output.is_dir():
         print(
-            f"edct audit: --out {args.out} exists and is not a folder; name a folder for the report",
+            f"edct audit: --output {args.output} exists and is not a folder; name a folder for the report",
             file=sys.stderr,
         )
         return 2
     try:
-        summary = write_audit(loaded, args.out, source=str(args.run_dir))
+        summary = write_audit(loaded, args.output, source=str(args.run_dir))
     except OSError as exc:
-        print(f"edct audit: cannot write the report into {args.out}: {exc}", file=sys.stderr)
+        print(f"edct audit: cannot write the report into {args.output}: {exc}", file=sys.stderr)
         return 2
     statuses = ", ".join(f"{n} {s}" for s, n in sorted(summary.by_status.items()))
     print(f"audit report of {summary.samples} samples ({statuses}): {summary.index.resolve().as_uri()}")

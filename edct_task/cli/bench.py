@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
             hubs[f"{key}_hub"] = HubSource(location, revision) if location else None
         result = build_bench(
             BuildRequest(
-                out=args.out,
+                out=args.output,
                 okvqa_questions=args.okvqa_questions,
                 okvqa_annotations=args.okvqa_annotations,
                 coco_images=args.coco_images,
@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {result.path} ({m['total']} items); use it with: export EDCT_BENCH_DATA={result.path}")
         return 0
     result = export_counterfactuals(
-        args.run_dir, args.out, consistent_only=args.consistent_only, overwrite=args.overwrite
+        args.run_dir, args.output, consistent_only=args.consistent_only, overwrite=args.overwrite
     )
     print(json.dumps(result.manifest, indent=2))
     print(f"wrote {result.path}: {result.pairs} verified pairs, {result.chat_lines} chat lines")

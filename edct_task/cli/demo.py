@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from edct_task.cli.options import add_progress_and_overrides
+from edct_task.cli.options import add_output, add_progress_and_overrides
 from edct_task.core.errors import ConfigError
 
 DEFAULT_BEHAVIORS = ("faithful", "prior", "stale", "mixed:0.5")
@@ -62,14 +62,7 @@ def add_parser(sub: Any) -> None:
         default=None,
         help="number of calibration samples (300; 60 with --model tiny-vlm)",
     )
-    demo.add_argument(
-        "--output",
-        "--out",
-        dest="output",
-        type=Path,
-        default=Path("runs/demo"),
-        help="output folder (runs/demo)",
-    )
+    add_output(demo, "output folder (runs/demo)", default=Path("runs/demo"))
     add_progress_and_overrides(demo, of=" of every run")
 
 
@@ -89,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     from edct_task.reporting.answer_accuracy import accuracy_score
     from edct_task.reporting.report import REPORT_MD, write_report
     from edct_task.reporting.sources import collect
+    from edct_task.run.outputs import SAMPLES_FILE
     from edct_task.run.runner import run as run_edct
     from edct_task.scoring.table import runs_table
 
@@ -121,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     collection = collect(list(folders), folders)
     for model in collection.models.values():
         (run_,) = model.edct
-        score = accuracy_score(run_.records, Path(run_.source) / "samples.jsonl")
+        score = accuracy_score(run_.records, Path(run_.source) / SAMPLES_FILE)
         if score is not None:
             model.benchmarks[score.task] = score
     report = write_report(collection, out / "report")

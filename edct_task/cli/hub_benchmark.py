@@ -20,7 +20,7 @@ def add_parser(sub: Any) -> None:
         "Hub's documented schema) and a README card. Push OUT as the dataset repo, then ask for "
         "allow-listing.",
     )
-    p.add_argument("out", type=Path, help="folder to write (the dataset repo's root)")
+    p.add_argument("output", metavar="OUT", type=Path, help="folder to write (the dataset repo's root)")
     p.add_argument("--dataset-id", required=True, help="the benchmark's Hub dataset id, org/name")
     p.add_argument("--name", default="EDCT-Bench", help="the benchmark's display name (eval.yaml name)")
     p.add_argument("--config", default="default", help="the dataset config the tasks read (default: default)")
@@ -32,10 +32,10 @@ def run(args: argparse.Namespace) -> int:
 
     if not re.fullmatch(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*", args.dataset_id):
         raise ConfigError(f"--dataset-id {args.dataset_id!r}: give the Hub dataset id as org/name")
-    if args.out.exists() and not args.out.is_dir():
-        raise ConfigError(f"{args.out} is a file: give a folder for the dataset repo")
+    if args.output.exists() and not args.output.is_dir():
+        raise ConfigError(f"{args.output} is a file: give a folder for the dataset repo")
     written = write_benchmark_repo(
-        args.out, dataset_id=args.dataset_id, name=args.name, config=args.config, split=args.split
+        args.output, dataset_id=args.dataset_id, name=args.name, config=args.config, split=args.split
     )
-    print(f"wrote {', '.join(p.name for p in written)} into {args.out} (benchmark {args.dataset_id})")
+    print(f"wrote {', '.join(p.name for p in written)} into {args.output} (benchmark {args.dataset_id})")
     return 0

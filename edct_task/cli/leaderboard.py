@@ -1,4 +1,4 @@
-"""``edct leaderboard BUNDLE... --out DIR``: verify bundles and rank them within their setup track."""
+"""``edct leaderboard BUNDLE... --output DIR``: verify bundles and rank them within their setup track."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         from edct_task.leaderboard.rejudge import BoardJudge
 
         config = load_config(args.rejudge)
-        judge = BoardJudge(config=config, cache_dir=args.cache or args.out / "cache", regate=args.regate)
+        judge = BoardJudge(config=config, cache_dir=args.cache or args.output / "cache", regate=args.regate)
     unverified: list = []
     extra_rejected: list = []
     if args.eval_results:
@@ -121,10 +121,10 @@ def run(args: argparse.Namespace) -> int:
     )
     board["rejected"] += extra_rejected
     try:
-        write_board(board, args.out)
+        write_board(board, args.output)
     except OSError as exc:
         raise ConfigError(
-            f"--out {args.out}: the board could not be written ({exc.strerror or exc}); "
+            f"--output {args.output}: the board could not be written ({exc.strerror or exc}); "
             "the previous board, if any, is unchanged"
         ) from None
     for t in board["tracks"]:
@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     for r in board["rejected"]:
         print(f"rejected {r['bundle']}: {r['reason']}")
     print(
-        f"wrote {args.out}/leaderboard.md, .csv, .json, .html "
+        f"wrote {args.output}/leaderboard.md, .csv, .json, .html "
         f"({sum(len(t['entries']) for t in board['tracks'])} ranked, "
         f"{sum(len(t['unranked']) for t in board['tracks'])} not ranked, {len(board['rejected'])} rejected, "
         f"{len(board['duplicates'])} duplicate(s), {len(board['unverified'])} unverified)"

@@ -12,18 +12,18 @@
 ``edct serve ROLE MODEL``     a local vLLM server for a role, and the config lines that use it
 ``edct backends``             the registered backends per role kind
 ``edct verify A B --instruction …``   localised edit verification of one image pair (Algorithm 1)
-``edct build-bench --okvqa-questions … --out DIR``   the EDCT-Bench dataset from local source copies
-``edct export-counterfactuals RUN_DIR --out DIR``    verified counterfactual pairs as training data
-``edct report PATH… --out DIR``   the paper's tables, Fig. 5 and report.json from runs and bundles
-``edct submit RUN --out FILE``    one run as a verifiable leaderboard bundle
+``edct build-bench --okvqa-questions … --output DIR``   the EDCT-Bench dataset from local source copies
+``edct export-counterfactuals RUN_DIR --output DIR``    verified counterfactual pairs as training data
+``edct report PATH… --output DIR``   the paper's tables, Fig. 5 and report.json from runs and bundles
+``edct submit RUN --output FILE``    one run as a verifiable leaderboard bundle
 ``edct hub-benchmark OUT --dataset-id ORG/NAME``   the Hub benchmark repo (eval.yaml) eval-results name
-``edct leaderboard BUNDLE… --out DIR``   bundles verified by recomputation, ranked per setup track
-``edct audit RUN --out DIR``  a static HTML audit report of a run (opens from file://)
+``edct leaderboard BUNDLE… --output DIR``   bundles verified by recomputation, ranked per setup track
+``edct audit RUN --output DIR``  a static HTML audit report of a run (opens from file://)
 ``edct annotate RUN --annotator NAME``   local web app for the human validation of interventions
 ``edct agreement LABELS.jsonl… --run RUN``   Table 4: human–human, human–EDCT and gate–human agreement
 ``edct presets [--show NAME]``   the shipped run-config presets
-``edct attention EXPORT --model DIR --out OUT``   attention saliency and localization on counterfactual pairs
-``edct finetune EXPORT --model DIR --out OUT``    LoRA / Q-LoRA on counterfactual pairs with gold answers
+``edct attention EXPORT --model DIR --output OUT``  attention saliency, localization on counterfactual pairs
+``edct finetune EXPORT --model DIR --output OUT``    LoRA / Q-LoRA on counterfactual pairs with gold answers
 ``edct tiny-vlm train|path|agreement``   a tiny Qwen3-VL trained on the calibration world
 
 Each command module exposes ``add_parser(subparsers)`` and ``run(args) -> int``; ``COMMANDS``

@@ -34,9 +34,9 @@ def run(args: argparse.Namespace) -> int:
     from edct_task.scoring.table import score_table
 
     merged = merge_shards(args.shards, allow_missing=args.allow_missing)
-    write_merged(merged, args.out)
+    write_merged(merged, args.output)
     n = len(merged.shards)
     print(score_table(merged.log.results))
     label = f"PARTIAL: slices {', '.join(merged.missing)} missing; " if merged.partial else ""
-    print(f"\n{label}merged {n} shard(s), {len(merged.records)} samples, into {args.out}")
+    print(f"\n{label}merged {n} shard(s), {len(merged.records)} samples, into {args.output}")
     return 0

@@ -6,17 +6,16 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-OUTPUT_ALIASES = {"--output": ("--out", "out")}
-"""Every command spells its output folder ``--output``; ``--out`` is accepted as well (``args.out``)."""
+OUTPUT_FLAG = "--output"
+OUTPUT_ALIASES = ("--out",)
+OUTPUT_DEST = "output"
+"""Every command spells what it writes ``--output`` (``--out`` accepted as well) and reads it as
+``args.output``: :func:`add_output` is the one definition."""
 
 
 def optional_path(p: argparse.ArgumentParser, flag: str, metavar: str, help: str) -> None:
-    """``flag PATH`` with no default (the command derives one from the run folder); ``--output``
-    also answers to ``--out``."""
-    if flag in OUTPUT_ALIASES:
-        alias, dest = OUTPUT_ALIASES[flag]
-        p.add_argument(flag, alias, dest=dest, type=Path, default=None, metavar=metavar, help=help)
-        return
+    """``flag PATH`` with no default (the command derives one from the run folder); the output
+    folder is :func:`add_output`'s."""
     p.add_argument(flag, type=Path, default=None, metavar=metavar, help=help)
 
 
@@ -39,6 +38,8 @@ def add_overrides(p: argparse.ArgumentParser, *, of: str = "", example: str = "p
 
 
 def add_output(p: argparse.ArgumentParser, help: str, **kwargs: Any) -> None:
-    """The output folder: ``--output`` (the one spelling), ``--out`` kept as an alias."""
+    """What the command writes (a folder unless ``metavar`` says otherwise): ``--output``, the one
+    spelling, with the :data:`OUTPUT_ALIASES` accepted, into ``args.output`` (a ``Path``; ``None``
+    when left out, unless ``required=True`` or a ``default`` is given)."""
     kwargs.setdefault("metavar", "DIR")
-    p.add_argument("--output", "--out", dest="out", type=Path, help=help, **kwargs)
+    p.add_argument(OUTPUT_FLAG, *OUTPUT_ALIASES, dest=OUTPUT_DEST, type=Path, help=help, **kwargs)

@@ -1,4 +1,4 @@
-"""``edct report PATH... --out DIR [--label PATH=NAME]``: the paper's tables, Fig. 5 and report.json."""
+"""``edct report PATH... --output DIR [--label PATH=NAME]``: the paper's tables, Fig. 5 and report.json."""
 
 from __future__ import annotations
 
@@ -63,13 +63,13 @@ def run(args: argparse.Namespace) -> int:
             )
     try:
         report = build_report(
-            args.paths, args.out, labels, read_bundle=lambda path: read_bundle(path).edct_run()
+            args.paths, args.output, labels, read_bundle=lambda path: read_bundle(path).edct_run()
         )
     except (ReportInputError, RunReadError, BundleError) as exc:
         raise ConfigError(str(exc)) from None
-    print((args.out / REPORT_MD).read_text(encoding="utf-8").split("### Table 2")[0].rstrip())
+    print((args.output / REPORT_MD).read_text(encoding="utf-8").split("### Table 2")[0].rstrip())
     print(
-        f"\nwrote {args.out / REPORT_MD}, report.json, {len(report['tables'])} tables (.md/.csv/.tex)"
+        f"\nwrote {args.output / REPORT_MD}, report.json, {len(report['tables'])} tables (.md/.csv/.tex)"
         + (f", {' and '.join(report['figures'])}" if report["figures"] else "")
     )
     return 0

@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from edct_task.cli.options import add_progress_and_overrides
+from edct_task.cli.options import add_output, add_progress_and_overrides
 from edct_task.core.errors import ConfigError
 
 
@@ -21,14 +21,7 @@ def _fraction(text: str) -> float:
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--output",
-        "--out",
-        dest="output",
-        metavar="DIR",
-        type=Path,
-        help="output folder (overrides output_dir)",
-    )
+    add_output(p, "output folder (overrides output_dir)")
     p.add_argument(
         "--fail-on-unscored",
         "--fail_on_unscored",
@@ -153,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_and_print(config: Any) -> Any:
     """``runner.run`` and its summary; None on a rank other than 0 of a torchrun group."""
+    from edct_task.run.outputs import RESULTS_FILE, SAMPLES_FILE
     from edct_task.run.runner import run as run_edct
     from edct_task.scoring.table import score_table
 
@@ -171,7 +165,7 @@ def _run_and_print(config: Any) -> Any:
     print(f"  target: {target}\n  judge: {judge}, editor: {editor}\n")
     print(score_table(outcome.results["results"]))
     print(
-        f"\nwrote {outcome.output_dir / 'results.json'}, samples.jsonl and images/ "
+        f"\nwrote {outcome.output_dir / RESULTS_FILE}, {SAMPLES_FILE} and images/ "
         f"({outcome.results['wall_seconds']:.1f} s)"
     )
     return outcome

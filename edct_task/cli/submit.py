@@ -1,4 +1,4 @@
-"""``edct submit RUN --out FILE [--with-images]``: pack one run into a verifiable leaderboard bundle."""
+"""``edct submit RUN --output FILE [--with-images]``: pack one run into a verifiable leaderboard bundle."""
 
 from __future__ import annotations
 
@@ -43,16 +43,17 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"{args.run} does not exist: pass an `edct run` output folder or an lmms-eval output folder"
         )
-    if not args.out.name.endswith(BUNDLE_SUFFIX):
+    if not args.output.name.endswith(BUNDLE_SUFFIX):
         raise ConfigError(
-            f"--out {args.out}: name the bundle *{BUNDLE_SUFFIX} (edct report and leaderboard look for it)"
+            f"--output {args.output}: name the bundle *{BUNDLE_SUFFIX} "
+            "(edct report and leaderboard look for it)"
         )
     if args.eval_results is not None and not args.dataset_id:
         raise ConfigError("--eval-results needs --dataset-id (the Hub dataset id of the benchmark, org/name)")
     if args.eval_results is None and (args.dataset_id or args.dataset_revision or args.source_url):
         raise ConfigError("--dataset-id, --dataset-revision and --source-url go with --eval-results DIR")
     try:
-        meta = create_bundle(args.run, args.out, with_images=args.with_images)
+        meta = create_bundle(args.run, args.output, with_images=args.with_images)
     except BundleError as exc:
         raise ConfigError(str(exc)) from None
     if args.eval_results is not None:
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     overall = meta["claimed"]["overall"]
     ccs = overall["metrics"]["ccs_binary"]
     print(
-        f"wrote {args.out}: {meta['model']['name']}, {overall['counts']['total']} samples, "
+        f"wrote {args.output}: {meta['model']['name']}, {overall['counts']['total']} samples, "
         f"CCS_binary {_three(ccs['estimate'])}, {len(meta['files'])} members, digest {meta['digest']}"
     )
     return 0

@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.workers is not None and args.workers < 1:
         raise ConfigError("--workers must be at least 1")
-    sweep = expand(args.sweep, output=args.out)
+    sweep = expand(args.sweep, output=args.output)
     jobs = sweep.jobs
     if args.emit_slurm is not None:
         written = emit(sweep, args.sweep, args.emit_slurm, args.max_parallel)

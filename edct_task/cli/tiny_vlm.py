@@ -71,17 +71,17 @@ def _train(args: argparse.Namespace) -> int:
 
     from edct_task.tiny_vlm.training import recipe, train
 
-    if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
-        raise ConfigError(f"--output {args.out} exists and is not an empty folder")
+    if args.output.exists() and (not args.output.is_dir() or any(args.output.iterdir())):
+        raise ConfigError(f"--output {args.output} exists and is not an empty folder")
     settings = recipe(args.behavior, seed=args.seed)
     if args.steps is not None:
         if args.steps < 1:
             raise ConfigError("--steps must be at least 1")
         settings = replace(settings, steps=args.steps)
-    info = train(args.out, settings, log=_log)
-    status = 0 if args.no_measure else _check_rebuild(args.out, args.behavior, info)
+    info = train(args.output, settings, log=_log)
+    status = 0 if args.no_measure else _check_rebuild(args.output, args.behavior, info)
     print(json.dumps(info, sort_keys=True))
-    print(args.out)
+    print(args.output)
     return status
 
 

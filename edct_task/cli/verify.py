@@ -3,7 +3,7 @@
 The instruction is parsed with the rule-based parser (or ``--edit-type`` / ``--target`` say it
 directly); the target is located with a user box (``--box``), a user mask (``--mask``) or a
 detector backend (``--detector``, default ``opencv-cascade``) and a segmenter; ``check_edit``
-runs the gate and, with ``--out``, writes the heatmap, mask, overlay, panel and ``check.json``.
+runs the gate and, with ``--output``, writes the heatmap, mask, overlay, panel and ``check.json``.
 
 Exit codes: 0 the edit passed, 1 it did not (or the detector failed), 2 usage error.
 """
@@ -210,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
             target=target,
             locator=locator,
             params=params,
-            artefact_dir=args.out,
+            artefact_dir=args.output,
         )
     except BackendError as exc:
         print(f"edct verify: the detector failed ({exc.kind}): {exc}", file=sys.stderr)
@@ -223,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(check.model_dump(mode="json"), indent=2))
     else:
-        print(_summary(check, args.out))
+        print(_summary(check, args.output))
     return EXIT_PASS if check.passed else EXIT_FAIL
 
 

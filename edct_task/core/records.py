@@ -28,7 +28,7 @@ class Record(BaseModel):
 
 
 class EditInstruction(Record):
-    """One link of the edit chain, in the four-part structure of SPEC §2.3."""
+    """One link of the edit chain, in four parts: Keep, Change, How, Constraints."""
 
     concept: str = Field(description="The concept this edit targets, as extracted.")
     keep: str = Field(description="What must stay unchanged.")
@@ -129,7 +129,7 @@ class EditAttempt(Record):
     )
     failure: str | None = Field(default=None, description="Editor or verification failure, 'kind: message'.")
     check: EditCheck | None = Field(
-        default=None, description="The verification record (SPEC §4) for this attempt."
+        default=None, description="The localized edit verification record for this attempt."
     )
 
     @property

@@ -63,7 +63,7 @@ class EditImage:
 
 @dataclass(frozen=True)
 class VerifyEdit:
-    """Run the localized edit verification (SPEC §4) on one edit."""
+    """Run the localized edit verification (the paper's Algorithm 1) on one edit."""
 
     original: str
     edited: str

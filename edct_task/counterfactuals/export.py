@@ -1,4 +1,5 @@
-"""``edct export-counterfactuals``: the verified counterfactual pairs of a run as training data (SPEC §7).
+"""``edct export-counterfactuals``: the verified counterfactual pairs of a run as training data
+(paper §4.6).
 
 A pair is one chain step that passed localised edit verification: the sample's original image
 and the verified edited image after edits 1..j, the question, the original answer and

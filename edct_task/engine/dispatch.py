@@ -460,12 +460,12 @@ def furthest_first(items: list[_Item], size: int) -> tuple[list[_Item], list[_It
 
 class Dispatcher:
     """The one request resolver of a run (see the module docstring): de-duplication of requests in
-    flight, the stage cache, batching, the pools, timing and the observers, for both schedules and
-    the lmms-eval compat driver.
+    flight, the stage cache, batching, the pools, timing and the observers, for both schedules of
+    ``engine.driver.run_samples`` and the lmms-eval hooks (``lmms.hooks.Session``).
 
     ``submit`` answers one request with a future (the pipelined schedule: target requests are
     micro-batched continuously); ``resolve`` answers a round of requests at once (the lockstep
-    schedule and the compat driver: the misses of each request type are cut into that handler's
+    schedule and the hooks: the misses of each request type are cut into that handler's
     batches). Both go through ``_admit`` and ``_send``. A context manager: leaving it stops the
     batchers, shuts the pools down and closes the observers.
     """

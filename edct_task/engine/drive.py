@@ -2,10 +2,11 @@
 
 ``SampleRun`` starts the generator, sends it replies, turns its return value into the record,
 captures any exception it raises into an ``error`` record (a bug costs one sample, never the
-run), and closes the generator in every case. Every driver — ``engine.pipeline.run_pipelined``
-(the default schedule of ``edct run``, ``--config`` and ``--model`` alike), ``engine.lockstep.run_lockstep``
-(``limits.schedule: lockstep``) and the lmms-eval loop's hooks (``lmms.hooks.Session``) — advances
-samples only through it.
+run), and closes the generator in every case. Both drivers advance samples only through it:
+``engine.driver.run_samples``, the driver of ``edct run`` (on the pipelined schedule,
+``engine.pipeline.run_pipelined``, by default; on ``engine.lockstep.run_lockstep`` when
+``limits.schedule`` is ``lockstep``), and the lmms-eval loop's hooks (``lmms.hooks.Session``), which
+answer one sample's round at a time inside lmms-eval's ``generate_until_agentic``.
 """
 
 from __future__ import annotations

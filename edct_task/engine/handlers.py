@@ -301,7 +301,7 @@ class EditHandler:
 
 
 class VerifyHandler:
-    """``VerifyEdit`` → the localized edit verification (SPEC §4) with the detector role."""
+    """``VerifyEdit`` → the localized edit verification (the paper's Algorithm 1) with the detector role."""
 
     pool = "verify"
     batch_size = 1

@@ -1,15 +1,16 @@
-"""The pipelined driver: every sample moves on as soon as its own replies are in.
+"""The pipelined schedule (the default of ``engine.driver.run_samples``): every sample moves on as
+soon as its own replies are in.
 
-The lockstep driver waits for the slowest request of a round before any sample moves, so a run
-costs the sum of every round's slowest call. Here each request is submitted the moment its
-sample yields it; when the last reply of a sample's tuple arrives, the sample is sent its
-replies and its next requests go out at once. Target requests still reach the model in batches,
+The lockstep schedule (``engine.lockstep``) waits for the slowest request of a round before any
+sample moves, so a run costs the sum of every round's slowest call. Here each request is submitted
+the moment its sample yields it; when the last reply of a sample's tuple arrives, the sample is sent
+its replies and its next requests go out at once. Target requests still reach the model in batches,
 collected continuously the way a serving engine batches: a batch goes out when ``batch_size``
-requests wait, or ``window_s`` after the first of them arrived, or as soon as a target slot
-frees while requests wait (``target_concurrency`` batches in flight). Every pool keeps its
-concurrency limit; identical requests in flight are sent once; the stage cache answers first
-and stores each success before its reply is used, as in lockstep, so records and resume are
-the same (``tests/engine/test_pipeline.py`` compares the two schedules sample by sample).
+requests wait, or ``window_s`` after the first of them arrived, or as soon as a target slot frees
+while requests wait (``target_concurrency`` batches in flight). Every pool keeps its concurrency
+limit; identical requests in flight are sent once; the stage cache answers first and stores each
+success before its reply is used, as in lockstep, so records and resume are the same
+(``tests/engine/test_pipeline.py`` compares the two schedules sample by sample).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The EDCT protocol for one sample, as sans-IO logic (SPEC §2).
+"""The EDCT protocol for one sample, as sans-IO logic: baseline answer and why, concepts, the edit
+chain, and per edit its verification, the re-query in a fresh conversation and the judges.
 
 ``sample_protocol`` is a generator: it yields a tuple of requests (``edct_task.core.requests``), is
 sent a tuple of replies in the same order, and finally returns a ``SampleRecord``. It performs no
@@ -312,7 +313,8 @@ def _edit_target(instruction: EditInstruction, reply: object | None) -> EditTarg
 
 
 def score_sample(steps: Sequence[ChainStep]) -> SampleScores:
-    """Per-sample CCS_binary and CCS_graded over verified, judged steps (SPEC §3)."""
+    """Per-sample CCS_binary (mean of CCS_j = AC_j · EF_j) and CCS_graded (mean of (s_j − 1) / 4) over
+    the verified, judged steps; a step without a readable judgement is left out, never a 0."""
     ccs = [s.binary.ccs for s in steps if s.binary is not None and s.binary.ccs is not None]
     graded = [s.graded.normalised for s in steps if s.graded is not None and s.graded.normalised is not None]
     return SampleScores(

@@ -28,7 +28,6 @@ import hashlib
 import io
 import json
 import logging
-import math
 import os
 import re
 import sqlite3
@@ -44,6 +43,7 @@ from typing import Any, Literal
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
+from edct_task.core.canonical import canonical_json, json_text
 from edct_task.core.errors import UserError
 from edct_task.engine.files import atomic_write
 
@@ -57,7 +57,6 @@ __all__ = [
     "CacheSchemaError",
     "ImageStore",
     "StageCache",
-    "canonical_json",
     "fingerprint",
     "image_id",
 ]
@@ -83,76 +82,23 @@ _REF_RE = re.compile(r"[0-9a-f]{64}")
 _PNG_KEYWORD_MAX = 79  # PNG spec: tEXt keywords are 1-79 latin-1 characters
 
 
-# --------------------------------------------------------------------------- canonical JSON
-
-
-def _plain(value: object, path: str) -> Any:
-    """``value`` as plain JSON data (dicts, lists, str, int, float, bool, None), or raise.
-
-    Mappings become dicts and tuples become lists; anything that JSON would change silently or
-    cannot represent is refused with a message naming ``path``.
-    """
-    if value is None or isinstance(value, (str, bool, int)):
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"{path}: {value!r} is not allowed; JSON has no NaN or infinity")
-        return value
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise TypeError(
-                    f"{path}: key {k!r} is {type(k).__name__}; JSON object keys must be str "
-                    "(a non-str key would be silently converted and could collide)"
-                )
-            out[k] = _plain(v, f"{path}[{k!r}]")
-        return out
-    if isinstance(value, (list, tuple)):
-        return [_plain(v, f"{path}[{i}]") for i, v in enumerate(value)]
-    hint = ""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        hint = "; hash bytes first (e.g. an ImageStore ref or hashlib.sha256(...).hexdigest())"
-    elif hasattr(value, "model_dump"):
-        hint = "; pass model.model_dump(mode='json')"
-    elif type(value).__module__ == "numpy":
-        hint = "; convert numpy values with .item() or .tolist()"
-    raise TypeError(f"{path}: {type(value).__name__} is not JSON-serialisable{hint}")
+# --------------------------------------------------------------------------- keys (core.canonical)
 
 
 def _json_text(value: Mapping[str, Any], name: str, *, sort_keys: bool) -> str:
     if not isinstance(value, Mapping):
         raise TypeError(f"{name} must be a mapping (a JSON object); got {type(value).__name__}")
-    plain = _plain(value, name)
-    return json.dumps(plain, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def canonical_json(payload: Mapping[str, Any]) -> str:
-    """The canonical JSON text of ``payload``: sorted keys, no whitespace, UTF-8 characters kept.
-
-    Floats are written by ``repr`` (shortest round-trip form), so they are stable across runs
-    and platforms; note that ``1`` and ``1.0`` are different values here. Tuples are written as
-    lists.
-
-    Raises
-    ------
-    TypeError
-        If ``payload`` is not a mapping, or anywhere inside it a key is not ``str`` or a value is
-        not ``None``, ``bool``, ``int``, ``float``, ``str``, list/tuple or mapping. The message
-        names the offending path, e.g. ``payload['inputs'][0]``.
-    ValueError
-        If a float is NaN or infinite.
-    """
-    return _json_text(payload, "payload", sort_keys=True)
+    return json_text(value, name, sort_keys=sort_keys)
 
 
 def fingerprint(payload: Mapping[str, Any]) -> str:
     """sha256 hex digest of :func:`canonical_json` of ``payload`` (UTF-8): a stage-cache key.
 
     Two payloads have the same fingerprint exactly when they are equal as JSON, whatever the
-    order of their keys. Raises like :func:`canonical_json`.
+    order of their keys. Raises like :func:`canonical_json` (errors name ``payload[...]``), and
+    ``TypeError`` if ``payload`` is not a mapping.
     """
-    return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+    return hashlib.sha256(_json_text(payload, "payload", sort_keys=True).encode("utf-8")).hexdigest()
 
 
 # --------------------------------------------------------------------------- stage cache

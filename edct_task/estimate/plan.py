@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edct_task.config import RunConfig
-from edct_task.engine.lockstep import Limits
+from edct_task.engine.driver import Limits
 from edct_task.estimate.latency import POOL_OF_ROLE, CallTime, RunStats, latency_models
 from edct_task.estimate.simulate import Simulation, simulate
 from edct_task.roles import PanelSpec, RoleSpec

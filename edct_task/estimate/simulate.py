@@ -26,8 +26,8 @@ from typing import Any
 from edct_task.core.records import SampleInput
 from edct_task.core.requests import AskLLM, AskTarget, EditedImage, EditImage, Failure, Request, VerifyEdit
 from edct_task.engine.dispatch import Dispatcher
+from edct_task.engine.driver import Limits
 from edct_task.engine.handlers import LLMHandler
-from edct_task.engine.lockstep import Limits
 from edct_task.engine.pipeline import run_pipelined
 from edct_task.engine.protocol import ProtocolConfig
 from edct_task.engine.runtime import VirtualRuntime

@@ -1,4 +1,4 @@
-"""``edct finetune EXPORT --model DIR --out OUT``: LoRA / Q-LoRA on counterfactual pairs (SPEC §7).
+"""``edct finetune EXPORT --model DIR --output OUT``: LoRA / Q-LoRA on counterfactual pairs (paper §4.6).
 
 Steps:
 

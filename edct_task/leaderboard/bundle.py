@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edct_task.core.canonical import canonical_json
 from edct_task.core.errors import UserError
 from edct_task.core.records import SampleRecord
 from edct_task.leaderboard.archive import (
@@ -42,7 +43,7 @@ from edct_task.leaderboard.archive import (
     load_json,
     read_archive,
 )
-from edct_task.reporting.setup import canonical_json, dataset_manifest, sha256_text
+from edct_task.reporting.setup import dataset_manifest, sha256_text
 from edct_task.reporting.sources import (
     DEFAULT_RESAMPLES,
     EdctRun,
@@ -51,7 +52,7 @@ from edct_task.reporting.sources import (
     read_edct_run,
 )
 from edct_task.run.log import installed_versions
-from edct_task.run.outputs import image_files
+from edct_task.run.outputs import RESULTS_FILE, SAMPLES_FILE, image_files
 
 FORMAT = "edct-bundle"
 FORMAT_VERSION = 1
@@ -164,7 +165,7 @@ class Bundle:
 
 def _run_of(path: Path) -> tuple[EdctRun, dict[str, Any], dict[str, Any] | None, str]:
     """(EDCT result, the run's results file, the setup as recorded, kind) of a run folder."""
-    if (path / "results.json").is_file() and (path / "samples.jsonl").is_file():
+    if (path / RESULTS_FILE).is_file() and (path / SAMPLES_FILE).is_file():
         from edct_task.run.outputs import load_run
 
         return read_edct_run(path), load_run(path).results, None, "edct"

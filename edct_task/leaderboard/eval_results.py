@@ -310,7 +310,7 @@ Each task of [`eval.yaml`](eval.yaml) is one EDCT metric; a model repo's
 
 ```bash
 edct run --config run.yaml                      # or lmms-eval with the edct tasks
-edct submit runs/my-model --out my-model.edct.zip \\
+edct submit runs/my-model --output my-model.edct.zip \\
   --eval-results path/to/model-repo --dataset-id {dataset_id}
 ```
 

@@ -29,7 +29,7 @@ from edct_task.config import RunConfig
 from edct_task.core.errors import ConfigError
 from edct_task.core.records import ChainStep, SampleRecord
 from edct_task.core.requests import AskLLM, Failure, VerifyEdit
-from edct_task.engine.lockstep import build_dispatcher
+from edct_task.engine.driver import build_dispatcher
 from edct_task.engine.protocol import ProtocolConfig, judge_requests
 from edct_task.engine.stage_cache import CacheSchemaError, ImageStore, StageCache
 from edct_task.engine.storage import StorageError

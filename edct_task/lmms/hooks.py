@@ -46,7 +46,7 @@ from model_adapters.contracts import Completion
 class Session:
     """One document's protocol, advanced one target round at a time by lmms-eval's loop.
 
-    The protocol is driven by ``SampleRun`` (as in the batched driver); every request but the
+    The protocol is driven by ``SampleRun`` (as in ``engine.driver.run_samples``); every request but the
     target's is answered here through the dispatcher, the target's by lmms-eval's model.
     """
 

@@ -1,4 +1,5 @@
-"""Versioned prompt templates, written in our own words after SPEC's structures.
+"""Versioned prompt templates, written in our own words, following the structure the paper
+requires of each prompt (never its text).
 
 Each template is a text file beside this module whose first line is ``# version: N``; further
 ``#`` lines at the top are comments. Placeholders use ``string.Template`` syntax (``$name``) so

@@ -11,19 +11,14 @@ only in their seed (Table 5).
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from edct_task.core.canonical import canonical_json
 from edct_task.core.records import MULTI_TURN, SampleRecord
 
 EXCLUDED_PROTOCOL_FIELDS = ("seed",)
 """Protocol fields that do not define a setup (repeated runs differ in them)."""
-
-
-def canonical_json(value: Any) -> str:
-    """Sorted keys, no whitespace, UTF-8 as is: the form every digest here is taken over."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def sha256_text(text: str) -> str:

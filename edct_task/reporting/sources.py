@@ -103,7 +103,7 @@ def edct_run_from_results(
     from edct_task.run.checks import check_results
 
     try:
-        check_results(f"{source}/results.json" if kind == "edct-run" else source, results)
+        check_results(f"{source}/{RESULTS_FILE}" if kind == "edct-run" else source, results)
         config = results["config"]
         summary = results["results"]
         target = config["roles"]["target"]

@@ -22,9 +22,9 @@ from edct_task.config import DataSection, RunConfig
 from edct_task.core.errors import ConfigError
 from edct_task.core.records import MULTI_TURN, SampleInput, SampleRecord
 from edct_task.engine.dispatch import Dispatcher, Progress
+from edct_task.engine.driver import build_dispatcher, run_samples
 from edct_task.engine.files import atomic_write, place
 from edct_task.engine.handlers import PixelCache
-from edct_task.engine.lockstep import build_dispatcher, run_samples
 from edct_task.engine.stage_cache import ImageStore, StageCache
 from edct_task.engine.storage import storage_error
 from edct_task.roles import Roles, build_roles, refuse_calibration_roles

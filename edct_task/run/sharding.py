@@ -12,12 +12,12 @@ output folder records the slice (``RunSetup.data["shard"]``: ``shard_manifest``)
 merge`` joins the N folders (``edct_task.scale.merge``).
 
 Under ``torchrun --nproc_per_node N -m edct_task.cli.main run …`` or ``accelerate launch
---num_processes N -m edct_task.cli.main run …`` every process sees ``RANK`` and ``WORLD_SIZE``;
-rank R takes slice R of N (the same function), runs the batched driver on it with the shared stage
-cache, and sends its records to rank 0 over ``torch.distributed`` (gloo: CPU, no GPU needed);
-rank 0 puts them back in document order and writes the one output folder. The records are those
-of a single-process run (a sample's protocol does not depend on which others run beside it), so
-the scores are identical; call counts and usage are summed over the ranks.
+--num_processes N -m edct_task.cli.main run …`` every process sees ``RANK`` and ``WORLD_SIZE``; rank
+R takes slice R of N (the same function), runs the driver (``engine.driver.run_samples``) on it with
+the shared stage cache, and sends its records to rank 0 over ``torch.distributed`` (gloo: CPU, no
+GPU needed); rank 0 puts them back in document order and writes the one output folder. The records
+are those of a single-process run (a sample's protocol does not depend on which others run beside
+it), so the scores are identical; call counts and usage are summed over the ranks.
 """
 
 from __future__ import annotations

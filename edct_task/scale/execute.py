@@ -194,10 +194,10 @@ def run_jobs(
 
 def merge_groups(sweep: Sweep, say: Callable[[str], None] = print) -> dict[str, dict[str, Any]]:
     """Each run's shards merged into its folder; ``group → results`` of every run."""
-    from edct_task.run.outputs import load_run
+    from edct_task.run.outputs import RESULTS_FILE, load_run
 
     out: dict[str, dict[str, Any]] = {}
-    unfinished = [j.name for j in sweep.jobs if not (j.output / "results.json").is_file()]
+    unfinished = [j.name for j in sweep.jobs if not (j.output / RESULTS_FILE).is_file()]
     if unfinished:
         more = f" and {len(unfinished) - 3} more" if len(unfinished) > 3 else ""
         raise SweepError(f"{len(unfinished)} job(s) have not finished: {', '.join(unfinished[:3])}{more}")

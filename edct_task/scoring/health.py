@@ -9,8 +9,9 @@ judge of the panel. It is unscored for one of four reasons, as the protocol reco
 ``malformed``  the reply holds no readable verdict
 ``transport``  the call itself failed (rate limit, timeout, server error) after the retries
 
-An unscored judgement is never a zero (SPEC §3); a rate above ``WARN_RATE`` is worth a look, and a
-kind with no readable judgement at all makes the run fail (exit code 3).
+An unscored judgement is never a zero (it leaves the denominator and is counted); a rate above
+``WARN_RATE`` is worth a look, and a kind with no readable judgement at all makes the run fail (exit
+code 3).
 """
 
 from __future__ import annotations

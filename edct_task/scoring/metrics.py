@@ -1,4 +1,4 @@
-"""Benchmark-level scores from sample records (SPEC §3).
+"""Benchmark-level scores from sample records.
 
 Metric names live here and nowhere else (the lmms-eval hooks and the reports import them).
 CCS_binary and CCS_graded: mean over scored samples with a 95% percentile bootstrap CI that
@@ -90,7 +90,7 @@ def summarise(records: Sequence[SampleRecord], *, seed: int = 0, n_resamples: in
 
 
 def stability(results: Sequence[dict[str, Any]]) -> dict[str, dict[str, float | int | None]]:
-    """Mean ± SD (ddof=1) of every overall metric across repeated runs (SPEC §3, Table 5).
+    """Mean ± SD (ddof=1) of every overall metric across repeated runs (the paper's Table 5).
 
     ``results`` are parsed ``results.json`` files of runs that differ only in their seed.
     """

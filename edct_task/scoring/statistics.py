@@ -1,4 +1,4 @@
-"""Benchmark-level statistics of SPEC §3: bootstrap and Wilson intervals, mean ± SD over runs.
+"""Benchmark-level statistics: bootstrap and Wilson intervals, mean ± SD over runs.
 
 Pure functions on numbers, behind our own names and types: the arithmetic is the maintained
 libraries' (``scipy.stats.bootstrap`` for the percentile bootstrap,
@@ -131,8 +131,8 @@ def bootstrap_ci(
     ``scipy.stats.bootstrap(method="percentile")`` of the mean: resamples the per-sample values
     with replacement ``n_resamples`` times, takes the mean of each resample, and returns the
     ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles of those means (linear
-    interpolation). SPEC §3 resamples *samples*, not chain steps: pass one value per scored
-    sample.
+    interpolation). The benchmark's CI resamples *samples*, not chain steps: pass one value per
+    scored sample.
 
     Parameters
     ----------
@@ -140,7 +140,7 @@ def bootstrap_ci(
         One finite value per scored sample (e.g. CCS_binary or CCS_graded in [0, 1]).
         Unscored samples must be left out by the caller; NaN or inf is an error.
     n_resamples : int, optional
-        Number of bootstrap resamples, >= 1. Default 10,000 (SPEC §3).
+        Number of bootstrap resamples, >= 1. Default 10,000 (ours; the paper gives no number).
     confidence : float, optional
         Confidence level in (0, 1). Default 0.95.
     seed : int, optional
@@ -202,7 +202,7 @@ def bootstrap_ci(
 
 
 def wilson_interval(successes: int, n: int, *, confidence: float = 0.95) -> Interval:
-    """Wilson score interval of a binomial proportion (agreement rates, SPEC §3 / Table 4).
+    """Wilson score interval of a binomial proportion (agreement rates, the paper's Table 4).
 
     Parameters
     ----------

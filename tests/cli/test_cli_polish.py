@@ -62,6 +62,30 @@ def test_the_output_folder_is_spelled_output_everywhere_and_out_still_works(comm
     assert re.search(r"--output[ ,]", _subparsers()[command].format_help())
 
 
+def _all_parsers(parser: argparse.ArgumentParser, words: tuple[str, ...] = ()):
+    yield words, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield from _all_parsers(child, (*words, name))
+
+
+def test_every_output_option_is_one_definition_with_one_dest() -> None:
+    """``--output`` (``--out`` accepted) into ``args.output`` in every command and sub-command, and
+    no other spelling or dest of the output: the readers all read ``args.output``."""
+    parser, _ = build_parser()
+    seen = []
+    for words, p in _all_parsers(parser):
+        for action in p._actions:
+            flags = set(action.option_strings)
+            if flags & {"--output", "--out", "-o"} or action.dest in ("out", "output"):
+                assert action.option_strings in ([], ["--output", "--out"]), (words, action.option_strings)
+                assert action.dest == "output", (words, action.dest)
+                seen.append(" ".join(words))
+    # every writer of WRITERS, the sub-commands of tiny-vlm and hub-benchmark's positional OUT
+    assert set(WRITERS) | {"tiny-vlm train", "hub-benchmark", "merge", "sweep", "attention"} <= set(seen)
+
+
 def test_run_accepts_lmms_eval_flags_with_underscores_and_dashes() -> None:
     parser, _ = build_parser()
     lmms = ["--model", "qwen3_vl", "--tasks", "edct_calibration", "--limit", "3", "--log_samples"]

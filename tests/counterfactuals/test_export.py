@@ -1,4 +1,4 @@
-"""``edct export-counterfactuals``: verified pairs of a run → dataset + chat JSONL (SPEC §7)."""
+"""``edct export-counterfactuals``: verified pairs of a run → dataset + chat JSONL (paper §4.6)."""
 
 from __future__ import annotations
 

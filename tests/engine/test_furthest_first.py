@@ -9,7 +9,7 @@ import pytest
 
 from edct_task.core.requests import AskLLM, AskTarget, Message
 from edct_task.engine import dispatch
-from edct_task.engine.lockstep import Limits
+from edct_task.engine.driver import Limits
 from edct_task.engine.protocol import ProtocolConfig
 from edct_task.estimate.latency import CallTime
 from edct_task.estimate.simulate import simulate

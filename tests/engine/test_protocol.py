@@ -254,7 +254,7 @@ def test_unparseable_concepts_make_the_sample_unscored() -> None:
 
 def test_a_protocol_bug_costs_one_sample_not_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
     from edct_task.engine import drive as driving
-    from edct_task.engine import lockstep as driver
+    from edct_task.engine import lockstep
 
     class Scripted:
         def resolve(self, requests):
@@ -270,7 +270,7 @@ def test_a_protocol_bug_costs_one_sample_not_the_run(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(driving, "sample_protocol", flaky)
     samples = [SAMPLE, SAMPLE.model_copy(update={"id": "boom"})]
-    records = driver.run_lockstep(samples, ProtocolConfig(), Scripted())
+    records = lockstep.run_lockstep(samples, ProtocolConfig(), Scripted())
     assert [r.status for r in records] == ["scored", "error"]
     assert records[1].reason.startswith("internal error: RuntimeError: unexpected reply")
 

@@ -20,6 +20,7 @@ import pytest
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
+from edct_task.core.canonical import canonical_json
 from edct_task.engine import stage_cache
 from edct_task.engine.stage_cache import (
     CACHE_SCHEMA_VERSION,
@@ -27,7 +28,6 @@ from edct_task.engine.stage_cache import (
     CacheSchemaError,
     ImageStore,
     StageCache,
-    canonical_json,
     fingerprint,
     image_id,
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from edct_task.engine.lockstep import Limits
+from edct_task.engine.driver import Limits
 from edct_task.engine.protocol import ProtocolConfig
 from edct_task.estimate.latency import CallTime
 from edct_task.estimate.simulate import simulate

@@ -9,7 +9,8 @@ import yaml
 
 from edct_task.config import calibration_config
 from edct_task.core.requests import Message
-from edct_task.engine.lockstep import build_dispatcher, run_lockstep
+from edct_task.engine.driver import build_dispatcher
+from edct_task.engine.lockstep import run_lockstep
 from edct_task.lmms import documents, turns
 from edct_task.lmms import hooks as lmms_hooks
 from edct_task.lmms import results as lmms_results

@@ -1,4 +1,4 @@
-"""Statistics of SPEC §3 pinned to reference implementations (scipy, statsmodels, numpy)."""
+"""The benchmark's statistics pinned to reference implementations (scipy, statsmodels, numpy)."""
 
 from __future__ import annotations
 
@@ -240,7 +240,7 @@ def test_wilson_matches_statsmodels(n: int, confidence: float) -> None:
 
 
 def test_wilson_paper_example() -> None:
-    # EDCT matched the human consensus in 83 of 88 cases (SPEC §3).
+    # EDCT matched the human consensus in 83 of 88 cases (the paper's human validation).
     ci = wilson_interval(83, 88)
     assert ci.estimate == pytest.approx(0.9432, abs=1e-4)
     assert ci.low == pytest.approx(0.8738, abs=1e-4)

@@ -126,7 +126,7 @@ def scored_record(sample: SampleInput, ac, ef, grades) -> SampleRecord:
 
 
 def excluded_record(sample: SampleInput) -> SampleRecord:
-    """A sample whose first edit failed verification twice (excluded, SPEC §4)."""
+    """A sample whose first edit failed verification twice (retried once, then excluded)."""
     return SampleRecord(
         sample=sample,
         status="excluded",

@@ -1,4 +1,5 @@
-"""The rule-based edit parser (SPEC §4 step 1 fallback) and the ``EditTarget`` record."""
+"""The rule-based edit parser (the fallback when no edit-parser LLM is configured) and the
+``EditTarget`` record."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from typing import Any
 from edct_task.config import calibration_config
 from edct_task.core.requests import AskLLM, Failure
 from edct_task.engine.dispatch import Dispatcher
-from edct_task.engine.lockstep import Limits, build_dispatcher
+from edct_task.engine.driver import Limits, build_dispatcher
 from edct_task.engine.protocol import ProtocolConfig
 from edct_task.engine.stage_cache import ImageStore, StageCache
 from edct_task.roles import build_roles
