@@ -1,6 +1,6 @@
 """Does `edct run` with an openai-chat target get vLLM's continuous batching? The same N image
-requests against a real vLLM server, sent as the driver sends one round's target requests (all at once, through the
-``openai-chat`` target's concurrent ``generate``) and one at a time.
+requests against a real vLLM server, sent as the driver sends one round's target requests (all at
+once, through the ``openai-chat`` target's concurrent ``generate``) and one at a time.
 
     .venv/bin/python benchmarks/bench_vllm_batching.py [--requests 32] [--new-tokens 16 64]
     .venv/bin/python benchmarks/bench_vllm_batching.py --base-url http://127.0.0.1:8000/v1 --model NAME

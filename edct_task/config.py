@@ -54,6 +54,13 @@ class DataSection(_Section):
     n: int = Field(300, ge=1, description="Number of calibration samples.")
     seed: int = Field(0, description="Calibration world seed.")
     limit: int | None = Field(None, ge=1, description="Use only the first N samples.")
+    limit_per_domain: int | None = Field(
+        None,
+        ge=1,
+        exclude_if=lambda v: v is None,
+        description="dataset: only the first N samples of each domain (what lmms-eval's --limit is "
+        "on the edct_bench group; `edct run --model … --limit N`).",
+    )
     shard: str | None = Field(
         None,
         pattern=r"^\d+/\d+$",

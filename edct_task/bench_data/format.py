@@ -280,6 +280,8 @@ def bench_samples(
     *,
     max_pixels: int | None = None,
     domains: Sequence[str] | None = None,
+    limit: int | None = None,
+    limit_per_domain: int | None = None,
 ) -> list[Any]:
     """The dataset's rows as protocol inputs (``SampleInput``), images put in ``images`` (an ImageStore).
 
@@ -288,7 +290,9 @@ def bench_samples(
     place, and the run records it like any other failed sample. So does an image over the pixel
     budget ``max_pixels`` (default ``image_decode.DEFAULT_MAX_PIXELS``) or a decompression bomb. An
     EXIF orientation is applied and recorded in the sample's metadata (``exif_orientation``).
-    ``domains``: only the rows of these domains.
+    ``domains``: only the rows of these domains; ``limit``: the first N rows, ``limit_per_domain``:
+    the first N of each domain (lmms-eval's ``--limit`` on the ``edct_bench`` group), both chosen
+    before any image is read.
     """
     import datasets
 
@@ -303,6 +307,16 @@ def bench_samples(
                 f"{location or ENV_DATA}: no items of domain(s) {', '.join(domains)} (domains present: "
                 f"{', '.join(present)})"
             )
+    if limit_per_domain is not None:
+        seen: dict[str, int] = {}
+        keep = []
+        for i, domain in enumerate(ds["domain"]):
+            seen[domain] = seen.get(domain, 0) + 1
+            if seen[domain] <= limit_per_domain:
+                keep.append(i)
+        ds = ds.select(keep)
+    if limit is not None:
+        ds = ds.select(range(min(limit, len(ds))))
     out: list[Any] = []
     for doc in ds:
         fields = row_fields(doc)

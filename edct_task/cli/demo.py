@@ -9,7 +9,7 @@ first behaviour, and reused by the others.
 
 ``--model tiny-vlm`` tests a real transformers model instead: the tiny Qwen3-VL checkpoints
 trained on the calibration world and shipped with the package (``edct tiny-vlm path``: faithful
-and prior) through lmms-eval's ``qwen3_vl`` on the batched fast path, the same table and report,
+and prior) through lmms-eval's ``qwen3_vl`` on `edct run --model`, the same table and report,
 and an audit page set per run that shows the model's real replies.
 """
 

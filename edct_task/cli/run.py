@@ -75,7 +75,12 @@ def _add_lmms_options(p: argparse.ArgumentParser) -> None:
         "--batch_size", "--batch-size", dest="batch_size", default=None, help="passed to the model"
     )
     g.add_argument("--device", default=None, help="passed to the lmms-eval model")
-    g.add_argument("--limit", type=int, default=None, help="first N documents of each task")
+    g.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help="first N documents of each task, as lmms-eval's --limit (data.limit_per_domain on EDCT-Bench)",
+    )
     g.add_argument(
         "--output_path",
         "--output-path",
@@ -266,13 +271,13 @@ def _run_lmms(args: argparse.Namespace) -> int:
     raw["roles"]["target"] = target
     data = {**raw["data"], "domains": None, **task_data(args.tasks, args.model)}
     if args.limit is not None:
-        data["limit"] = args.limit
+        data["limit" if data["source"] == "calibration" else "limit_per_domain"] = args.limit
     raw["data"] = data
     config = cfg.config_from_dict(raw, [])
     outcome = _run_and_print(config)
     if outcome is None:
         return 0
-    if outcome.shard is None and config.data.shard is None:
+    if config.data.shard is None:  # one process, or rank 0 of a torchrun group: the whole run
         from lmms_eval.utils import make_table
 
         from edct_task.lmms.export import export

@@ -54,8 +54,14 @@ def load_samples(data: DataSection, images: ImageStore) -> list[SampleInput | Sa
     if data.source == "dataset":
         from edct_task.bench_data import bench_samples
 
-        items = bench_samples(data.path, images, max_pixels=data.max_pixels, domains=data.domains)
-        return items[: data.limit] if data.limit else items
+        return bench_samples(
+            data.path,
+            images,
+            max_pixels=data.max_pixels,
+            domains=data.domains,
+            limit=data.limit,
+            limit_per_domain=data.limit_per_domain,
+        )
     from edct_task.calibration import generate_samples
 
     out = []

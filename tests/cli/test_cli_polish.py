@@ -1,5 +1,5 @@
 """What a new user meets at the command line: every command described, one spelling for the output
-folder (the others accepted), lmms-eval's flags accepted by the fast path, numbers printed rounded."""
+folder (the others accepted), lmms-eval's flags accepted by ``edct run --model``, numbers printed rounded."""
 
 from __future__ import annotations
 

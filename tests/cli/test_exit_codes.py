@@ -1,4 +1,4 @@
-"""Exit codes of both run paths (``edct run --config`` and the fast path ``edct run --model``):
+"""Exit codes of both run paths (``edct run --config`` and ``edct run --model``):
 0 all scored; 3 none scored, or a whole judgement kind (binary or graded) unreadable for every
 sample; 2 calibration-only roles on data that is not the calibration world, before any model call.
 The judge-health line is printed on both paths."""

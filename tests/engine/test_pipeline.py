@@ -111,7 +111,7 @@ def test_a_failing_observer_stops_the_run_instead_of_hanging_it(tmp_path: Path, 
 
 
 def test_samples_answered_while_later_samples_are_drawn_move_on_before_the_last_draw(monkeypatch) -> None:
-    """Drawing a sample takes time on the fast path (its document's image is decoded then): a
+    """Drawing a sample takes time (its image is decoded then): a
     sample whose reply came back meanwhile sends its next request at once, not after every
     sample has been drawn."""
     import time as _time

@@ -83,7 +83,7 @@ def test_lmms_eval_cli_calibration_faithful_and_prior(tmp_path):
 
 
 def test_both_paths_give_identical_scores(tmp_path, capsys):
-    """lmms-eval's agentic loop and the batched fast path on the same deterministic target."""
+    """lmms-eval's agentic loop and `edct run --model` on the same deterministic target."""
     n = "12"
     args = ("--model", "edct_reference", "--model_args", "behavior=mixed:0.5", "--tasks", TASK, "--limit", n)
     slow = _start(
@@ -214,7 +214,7 @@ def test_tiny_qwen3_vl_through_lmms_eval_and_edct_run(tmp_path, tiny_qwen3_vl):
 
 
 def test_both_paths_send_the_same_system_prompt_convention(tmp_path):
-    """lmms-eval's agentic loop and the fast path, both through lmms-eval's own ``openai`` model to a
+    """lmms-eval's agentic loop and ``edct run --model``, both through lmms-eval's own ``openai`` model to a
     loopback chat server that records every request: a dataset's system prompt (the calibration
     world's driving prompt) is never a second system message, and the first turn of every document
     reaches the model as the same text on both paths."""

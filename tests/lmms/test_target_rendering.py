@@ -128,7 +128,7 @@ def test_the_two_paths_send_a_chat_model_what_their_records_say(tmp_path, monkey
     assert sorted(by_kind) == [("edct-run", False), ("edct-run", True), ("lmms-eval", False)]
     assert by_kind["edct-run", True].setup["target_rendering"] == "single-turn-quoted"
     assert "target_rendering" not in by_kind["edct-run", False].setup
-    # the export of the fast path's run (lmms-eval's files) is the same setup as the run itself
+    # the export of the --model run (lmms-eval's files) is the same setup as the run itself
     assert by_kind["lmms-eval", False].setup_id == by_kind["edct-run", False].setup_id
 
     # the call log is written on both paths (the runner's composition root builds both dispatchers)

@@ -1,7 +1,7 @@
 """The trained tiny VLM through each runtime: one function per runtime, each running the
 ``edct_calibration`` task on a checkpoint into ``out`` and returning its wall time.
 
-    a  edct run --model qwen3_vl         (lmms-eval's transformers class, the batched fast path)
+    a  edct run --model qwen3_vl         (lmms-eval's transformers class, `edct run --model`)
     b  lmms-eval --model qwen3_vl        (lmms-eval's own agentic loop)
     c  a real vLLM server (``edct serve``) behind an ``openai-chat`` target (edct run --config)
     d  lmms-eval --model vllm            (vLLM inside the lmms-eval process; the vLLM environment)

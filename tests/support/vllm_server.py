@@ -225,7 +225,7 @@ def lmms_env(tmp_path: Path) -> dict[str, str]:
 
 def sample_record(sample: dict) -> dict:
     """The full sample record a logged sample carries (lmms-eval writes ``filtered_resps`` as the
-    string, our fast path as a one-element list)."""
+    string, edct run --model as a one-element list)."""
     resp = sample["filtered_resps"]
     return json.loads(resp[0] if isinstance(resp, list) else resp)
 

@@ -1,4 +1,4 @@
-"""``edct run`` against the real vLLM server: the fast path with an ``openai-chat`` target, and
+"""``edct run`` against the real vLLM server: an ``openai-chat`` target, and
 lmms-eval's ``openai`` model through ``edct run --model openai`` and through ``lmms-eval`` itself.
 
 The tiny model is random, so its answers are random text: the calibration roles (rule-based

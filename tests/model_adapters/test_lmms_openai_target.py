@@ -1,5 +1,5 @@
 """lmms-eval's own ``openai`` model (OpenAI-compatible servers: vLLM, SGLang, OpenRouter) as the
-target of the fast path, against a loopback server backed by the calibration world."""
+target of `edct run --model`, against a loopback server backed by the calibration world."""
 
 from __future__ import annotations
 
