@@ -168,8 +168,8 @@ def test_a_resumed_runs_cache_hits_are_not_taken_for_repeated_prompts(tmp_path: 
 
 def test_latencies_from_an_lmms_eval_output_folder_give_the_pass_rate(tmp_path: Path) -> None:
     """The lmms-eval export of ``edct run --model`` (calls in the results file's ``edct`` block,
-    records in the sample log) is read through ``load_run``: the old reader looked for an ``edct_record`` key that
-    nothing writes and gave no pass rate."""
+    records in the sample log) is read through ``load_run``: the old reader looked for an
+    ``edct_record`` key that nothing writes and gave no pass rate."""
     from support.edct_runs import records
     from support.lmms_output import EdctTask, write_lmms_output
 
