@@ -11,6 +11,7 @@ lmms-eval's ``--output_path``, else ``run/`` in the work folder (``$EDCT_WORK_DI
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import os
 import sys
@@ -242,8 +243,19 @@ def settings() -> Settings:
     with _BUILD_LOCK:
         built = _BUILT.get(_key())
         if built is None:
+            if not _BUILT:  # lmms-eval never closes a task: the backends are shut down at exit
+                atexit.register(release_all)
             built = _BUILT[_key()] = build_settings(hook_config())
         return built
+
+
+def release_all() -> None:
+    """Close every settings this process built (at exit)."""
+    with _BUILD_LOCK:
+        built = list(_BUILT.values())
+        _BUILT.clear()
+    for s in built:
+        s.close()
 
 
 def release() -> None:
