@@ -53,6 +53,8 @@ class EdctRun:
     flags: list[str] = field(default_factory=list)
     setup_source: dict[str, Any] | None = None
     """The setup as an lmms-eval run recorded it (roles, protocol, verification, prompt versions)."""
+    run_dir: str | None = field(default=None, repr=False)
+    """lmms-eval runs: the EDCT run folder they were written with (the export's, the loop's)."""
 
     @property
     def setup_id(self) -> str:
@@ -86,7 +88,14 @@ class Collection:
 
 
 def _target_identity(spec: Mapping[str, Any]) -> tuple[str, str]:
-    """(key, display name) of an ``edct run`` target role spec."""
+    """(key, display name) of an ``edct run`` target role spec; an ``lmms-eval`` target is named as
+    lmms-eval names the model in its results files, so its other benchmarks join it."""
+    if spec.get("backend") == "lmms-eval" and spec.get("model"):
+        from edct_task.run.lmms_results import model_name_from_args
+
+        model, model_args = str(spec["model"]), str(spec.get("model_args") or "")
+        key = f"{model}({model_args})" if model_args else model
+        return key, model_name_from_args(model_args) or key
     args = ",".join(f"{k}={v}" for k, v in sorted(spec.items()) if k != "backend")
     key = f"{spec.get('backend', 'target')}({args})" if args else str(spec.get("backend", "target"))
     name = str(spec["model"]) if spec.get("model") else key
@@ -278,6 +287,7 @@ def edct_runs_from_lmms(results: ResultsFile, model_key: str, model_name: str) -
                     if setup_raw
                     else None
                 ),
+                run_dir=(setup_raw or {}).get("run_dir"),
             )
         )
     return out
@@ -368,8 +378,19 @@ def collect(
             raise ReportInputError(
                 f"{path}: found no lmms-eval *_results.json, no `edct run` results.json and no bundle"
             )
+    _drop_twins(out)
     _flag(out)
     return out
+
+
+def _drop_twins(out: Collection) -> None:
+    """One run, read once: lmms-eval results written with an EDCT run folder that is read too (the
+    export of ``edct run --model``, the loop path's ``<output_path>/edct``) are that run again."""
+    read = {Path(i["path"]).resolve() for i in out.inputs if i["kind"] == "edct-run"}
+    for model in out.models.values():
+        model.edct = [r for r in model.edct if not (r.run_dir and Path(r.run_dir).resolve() in read)]
+    for key in [k for k, m in out.models.items() if not m.edct and not m.benchmarks]:
+        del out.models[key]
 
 
 def _bundle_run(path: Path, read_bundle: BundleReader | None) -> EdctRun:

@@ -124,12 +124,14 @@ def test_the_two_paths_send_a_chat_model_what_their_records_say(tmp_path, monkey
     assert fast.log.config.backends["target"]["rendering"] == "multi-turn"
     assert loop.log.config.backends["target"]["driver"] == "lmms-eval agentic loop"
     runs = [run for m in collect([fast_out, tmp_path / "loop"]).models.values() for run in m.edct]
-    by_kind = {(run.kind, "loop" in run.source): run for run in runs}
-    assert sorted(by_kind) == [("edct-run", False), ("edct-run", True), ("lmms-eval", False)]
-    assert by_kind["edct-run", True].setup["target_rendering"] == "single-turn-quoted"
-    assert "target_rendering" not in by_kind["edct-run", False].setup
-    # the export of the --model run (lmms-eval's files) is the same setup as the run itself
-    assert by_kind["lmms-eval", False].setup_id == by_kind["edct-run", False].setup_id
+    by_loop = {"loop" in run.source: run for run in runs}
+    # one run, read once: the export inside the run folder is not a second run
+    assert len(runs) == 2 and {run.kind for run in runs} == {"edct-run"}
+    assert by_loop[True].setup["target_rendering"] == "single-turn-quoted"
+    assert "target_rendering" not in by_loop[False].setup
+    # the export (lmms-eval's files, read alone) is the same setup as the run itself
+    (export,) = [run for m in collect([fast_out / "lmms"]).models.values() for run in m.edct]
+    assert export.kind == "lmms-eval" and export.setup_id == by_loop[False].setup_id
 
     # the call log is written on both paths (the runner's composition root builds both dispatchers)
     assert {"concepts", "instructions"} <= _call_stages(tmp_path / "fast.jsonl")
