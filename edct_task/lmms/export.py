@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from edct_task.core.records import SampleRecord
-from edct_task.lmms.tasks import tasks_of_records
+from edct_task.lmms.tasks import requested_tasks, tasks_of_records
 from edct_task.run.log import LmmsRunBlock, RunLog
 
 
@@ -137,13 +137,13 @@ def export(
         task: [doc_of(r) for r in records if r.sample.domain in wanted] for task, wanted in per_task.items()
     }
     docs = {task: rows for task, rows in docs.items() if rows}
-    names = [t for t in (tasks.split(",")) if t.strip()] if len(docs) == len(per_task) else list(docs)
+    names = requested_tasks(tasks) if len(docs) == len(per_task) else list(docs)
     replay = Replay(docs, {r.sample.id: r for r in records}, setup_of(log, run_dir))
     manager = TaskManager("WARNING", include_path=str(TASK_DIR), include_defaults=False)
     with replaying(replay):
         results = simple_evaluate(
             model=replay_model(),
-            tasks=[n.strip() for n in names],
+            tasks=names,
             task_manager=manager,
             log_samples=log_samples,
             bootstrap_iters=bootstrap_iters,
