@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -34,19 +37,44 @@ def check_writable(folder: Path, what: str) -> None:
         ) from None
 
 
-def claim(folder: Path) -> FileLock:
-    """Lock ``folder`` for this run (released when the returned lock is released).
+_CLAIMED: set[str] = set()
+"""Folders claimed by this process: a file lock alone cannot be trusted to refuse a second holder in
+the same process (on NFS and some sandboxes ``flock`` is emulated by per-process POSIX locks)."""
+_CLAIMED_LOCK = threading.Lock()
 
-    A second run on a folder in use is refused at once: both would pay for every call and the
-    last writer's results would win. The stage cache itself may be shared by concurrent runs
-    (SQLite WAL, one committed transaction per entry), so several runs can use one ``cache_dir``.
+
+@contextmanager
+def claim(folder: Path) -> Iterator[None]:
+    """Own ``folder`` for the duration of the ``with`` block.
+
+    A second run on a folder in use, in this process or another, is refused at once: both would
+    pay for every call and the last writer's results would win. The stage cache itself may be
+    shared by concurrent runs (SQLite WAL, one committed transaction per entry), so several runs
+    can use one ``cache_dir``.
     """
+    key = os.path.realpath(folder)
+    with _CLAIMED_LOCK:
+        taken = key in _CLAIMED
+        _CLAIMED.add(key)
+    if taken:
+        raise _in_use(folder)
     lock = FileLock(str(folder / LOCK_NAME))
     try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        raise ConfigError(
-            f"another edct run is using the output folder {folder}: wait for it to finish, or give this "
-            "run its own --output (runs may share a cache_dir)"
-        ) from None
-    return lock
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            raise _in_use(folder) from None
+        try:
+            yield
+        finally:
+            lock.release()
+    finally:
+        with _CLAIMED_LOCK:
+            _CLAIMED.discard(key)
+
+
+def _in_use(folder: Path) -> ConfigError:
+    return ConfigError(
+        f"another edct run is using the output folder {folder}: wait for it to finish, or give this "
+        "run its own --output (runs may share a cache_dir)"
+    )

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import io
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from filelock import FileLock, Timeout
 from PIL import Image
 from support.calibration_dataset import scene_png, write_calibration_dataset
 
@@ -19,7 +22,7 @@ from edct_task.config import calibration_config, config_from_dict
 from edct_task.engine import stage_cache
 from edct_task.roles import RoleSpec
 from edct_task.run.runner import run
-from edct_task.run.workspace import claim
+from edct_task.run.workspace import LOCK_NAME, claim
 from model_adapters.contracts import Completion
 from model_adapters.errors import RateLimited
 
@@ -102,13 +105,32 @@ def test_a_second_run_on_a_folder_in_use_is_refused(tmp_path: Path, capsys) -> N
     out = tmp_path / "out"
     out.mkdir()
     argv = _run_argv(tmp_path, out, 2)
-    lock = claim(out)
-    try:
+    with claim(out):  # a run in this process
         rc = main(argv)
-    finally:
-        lock.release()
     err = capsys.readouterr().err
     assert rc == 2 and "another edct run is using the output folder" in err
+    # a run in another process, holding the folder's lock file
+    code = f"from filelock import FileLock; import time; l = FileLock({str(out / LOCK_NAME)!r}); l.acquire()"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code + "; print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        probe = FileLock(str(out / LOCK_NAME))
+        try:
+            probe.acquire(timeout=0)
+        except Timeout:
+            pass
+        else:  # the filesystem lets two processes hold one file lock: nothing to test here
+            probe.release()
+            pytest.skip(f"{tmp_path} does not enforce file locks between processes")
+        assert main(argv) == 2
+    finally:
+        holder.kill()
+        holder.wait()
+    assert "another edct run" in capsys.readouterr().err
     assert not (out / "results.json").exists()
     assert main(argv) == 0  # free again
 
