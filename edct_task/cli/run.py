@@ -6,6 +6,7 @@ import argparse
 import re
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -149,13 +150,13 @@ def run(args: argparse.Namespace) -> int:
     return 0 if outcome is None else finish(outcome.records, args.fail_on_unscored)
 
 
-def _run_and_print(config: Any) -> Any:
+def _run_and_print(config: Any, on_started: Callable[[], None] | None = None) -> Any:
     """``runner.run`` and its summary; None on a rank other than 0 of a torchrun group."""
     from edct_task.run.outputs import RESULTS_FILE, SAMPLES_FILE
     from edct_task.run.runner import run as run_edct
     from edct_task.scoring.table import score_table
 
-    outcome = run_edct(config)
+    outcome = run_edct(config, on_started=on_started)
     if outcome.shard is not None and not outcome.shard.is_main:
         print(
             f"rank {outcome.shard.rank} of {outcome.shard.world_size}: "
@@ -274,26 +275,28 @@ def _run_lmms(args: argparse.Namespace) -> int:
         data["limit" if data["source"] == "calibration" else "limit_per_domain"] = args.limit
     raw["data"] = data
     config = cfg.config_from_dict(raw, [])
-    outcome = _run_and_print(config)
-    if outcome is None:
-        return 0
-    if config.data.shard is None:  # one process, or rank 0 of a torchrun group: the whole run
-        from lmms_eval.utils import make_table
+    from edct_task.lmms.export import ExportProcess
+    from edct_task.run.sharding import shard_from_env
 
-        from edct_task.lmms.export import export
-        from edct_task.run.log import RunLog
+    rank = shard_from_env()
+    whole_run = config.data.shard is None and (rank is None or rank.is_main)  # rank 0 has it all
+    if whole_run and args.output_path is not None:  # before the run, not after it
+        from edct_task.run.workspace import check_writable
 
-        output_path = args.output_path or outcome.output_dir / "lmms"
-        results = export(
-            RunLog.model_validate(outcome.results),
-            outcome.records,
-            outcome.output_dir,
-            output_path,
-            tasks=args.tasks,
-            log_samples=args.log_samples,
-        )
-        print(make_table(results))
-        if "groups" in results:
-            print(make_table(results, "groups"))
-        print(f"lmms-eval's files of the run (an export): {output_path}")
+        check_writable(args.output_path, "lmms-eval results folder", "--output_path")
+    exporter = ExportProcess() if whole_run else None
+    try:
+        outcome = _run_and_print(config, on_started=exporter.start if exporter else None)
+        if outcome is None:  # a rank other than 0 of a torchrun group
+            return 0
+        if exporter is not None:
+            output_path = args.output_path or outcome.output_dir / "lmms"
+            tables = exporter.export(
+                outcome.output_dir, output_path, tasks=args.tasks, log_samples=args.log_samples
+            )
+            print(tables, end="")
+            print(f"lmms-eval's files of the run (an export): {output_path}")
+    finally:
+        if exporter is not None:
+            exporter.close()
     return finish(outcome.records, args.fail_on_unscored)

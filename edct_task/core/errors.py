@@ -11,10 +11,17 @@ from __future__ import annotations
 
 
 class UserError(Exception):
-    """An error the user fixes; the message says how. Exit code 2, no traceback."""
+    """An error the user fixes; the message says how. Exit code 2, no traceback.
+
+    The message is kept to one line whatever it quotes: a line break in a file name, a table's
+    cell or a server's reply is shown escaped (``\\n``), never as a second line.
+    """
 
     prefix = ""
     """Shown before the message (``configuration error: ``, ``data error: ``…)."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(_one_line(a) if isinstance(a, str) else a for a in args))
 
     def line(self) -> str:
         """The one line the user sees."""
@@ -25,3 +32,7 @@ class ConfigError(UserError, ValueError):
     """The run configuration is invalid; the message says how to fix it."""
 
     prefix = "configuration error: "
+
+
+def _one_line(text: str) -> str:
+    return text.replace("\r", "\\r").replace("\n", "\\n")

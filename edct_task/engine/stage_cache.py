@@ -597,8 +597,11 @@ class ImageStore:
         """Whether the file of ``ref`` exists and decodes to the content ``ref`` names.
 
         A file that does not (truncated, overwritten, another image) is removed, so that whoever
-        needs it recomputes it. Each ref is decoded once per process; ``False`` for a malformed ref.
+        needs it recomputes it. Each ref is decoded once per process (a file this store wrote or
+        already checked is only looked up); ``False`` for a malformed ref.
         """
+        if ref in self._intact and self.has(ref):
+            return True
         try:
             self.get(ref)
         except KeyError:

@@ -11,7 +11,11 @@ aggregations, group consolidation and ``EvaluationTracker`` produce the files.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -19,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from edct_task.core.errors import UserError
 from edct_task.core.records import SampleRecord
 from edct_task.lmms.tasks import requested_tasks, tasks_of_records
 from edct_task.run.log import LmmsRunBlock, RunLog
@@ -176,3 +181,112 @@ def export(
         for task_name in results["configs"]:
             tracker.save_results_samples(task_name=task_name, samples=samples[task_name])
     return results
+
+
+# ----------------------------------------------------------------------------- the export's process
+
+
+class ExportFailed(UserError):
+    """lmms-eval's export of a finished run failed (the EDCT run folder itself is complete)."""
+
+
+class ExportProcess:
+    """:func:`export` of a finished run folder in a child process, for ``edct run --model``.
+
+    :meth:`start` (called as the run's samples start) launches ``python -m edct_task.lmms.export``,
+    which imports lmms-eval's evaluator and task index (``WARM_MODULES``: seconds of ``evaluate``,
+    ``datasets`` and transformers) on another core while the run waits on its models, instead of
+    after the run or competing with it for this process's interpreter. :meth:`export` then hands
+    it the finished run folder, which it reads with ``load_run`` like every other reader, and
+    returns the tables it printed; lmms-eval's own warnings reach this process's stderr.
+    """
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[str] | None = None
+
+    def start(self) -> None:
+        if self._proc is None:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            )
+
+    def export(self, run_dir: Path, output_path: Path, *, tasks: str, log_samples: bool) -> str:
+        """The tables of lmms-eval's results, written under ``output_path``; ``ExportFailed`` (one
+        line: why) when lmms-eval could not write them."""
+        self.start()
+        assert self._proc is not None
+        job = {"run_dir": str(run_dir), "output_path": str(output_path), "tasks": tasks}
+        out, _ = self._proc.communicate(json.dumps({**job, "log_samples": log_samples}) + "\n")
+        if self._proc.returncode != 0:
+            last = (out.strip().splitlines() or [""])[-1]
+            why = last.removeprefix(_FAILED) if last.startswith(_FAILED) else f"exit {self._proc.returncode}"
+            raise ExportFailed(
+                f"lmms-eval's export of {run_dir} to {output_path} failed: {why} "
+                f"(the EDCT run folder is complete: `edct report {run_dir}` reads it)"
+            )
+        return out
+
+    def close(self) -> None:
+        """Stop the child if it is still waiting (the run failed before its export)."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+
+
+_FAILED = "edct-export-failed: "
+"""The child's last line when its export failed (followed by why)."""
+
+WARM_MODULES = (
+    "lmms_eval.evaluator",
+    "lmms_eval.loggers",
+    "lmms_eval.tasks.amber_g.utils",  # what lmms-eval's stderr_for_metric imports on first use
+    "lmms_eval.tasks.coco_cap_chair.utils",
+    "edct_task.lmms.hooks",
+    "edct_task.run.outputs",
+)
+"""What the export's process imports before it is handed the run folder."""
+
+
+def serve() -> int:
+    """The child of :class:`ExportProcess`: import, wait for the job, export, print the tables."""
+    import gc
+
+    for name in WARM_MODULES:
+        with contextlib.suppress(Exception):  # lmms-eval's optional extras; the export says what fails
+            importlib.import_module(name)
+    gc.freeze()  # what the imports made is never garbage: lmms-eval's two gc.collect() skip it
+    line = sys.stdin.readline()
+    if not line.strip():  # the run ended without an export
+        return 0
+    try:
+        from lmms_eval.utils import make_table
+
+        from edct_task.run.outputs import load_run
+
+        job = json.loads(line)
+        run_dir = Path(job["run_dir"])
+        run = load_run(run_dir)
+        if run.log is None:
+            raise ValueError(f"{run_dir} is not an `edct run` folder")
+        results = export(
+            run.log,
+            run.records,
+            run_dir,
+            Path(job["output_path"]),
+            tasks=job["tasks"],
+            log_samples=job["log_samples"],
+        )
+    except Exception as exc:
+        print(f"{_FAILED}{type(exc).__name__}: {' '.join(str(exc).split())}", flush=True)
+        return 1
+    print(make_table(results))
+    if "groups" in results:
+        print(make_table(results, "groups"))
+    return 0
+
+
+if __name__ == "__main__":
+    from edct_task.core.exit import exit_promptly
+    from edct_task.lmms import export as this  # the module the task hooks read, not __main__
+
+    exit_promptly(this.serve())  # less the teardown of torch & co (≈ 1 s the parent would wait)

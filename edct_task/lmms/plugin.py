@@ -15,6 +15,8 @@ If a future lmms-eval no longer lets it do that, it says so and prints the ``--i
 from __future__ import annotations
 
 import functools
+import importlib.abc
+import importlib.util
 import logging
 import sys
 import time
@@ -41,15 +43,52 @@ def include_path_hint() -> str:
 
 
 def register_task_folder() -> bool:
-    """Make every later ``lmms_eval.tasks.TaskManager`` index our task folder. True on success."""
-    try:
-        from lmms_eval.tasks import TaskManager
-    except Exception as exc:
-        _warn(f"could not import lmms_eval.tasks.TaskManager ({type(exc).__name__}: {exc})")
-        return False
-    original = getattr(TaskManager, "initialize_tasks", None)
+    """Make every ``lmms_eval.tasks.TaskManager`` built from now on index our task folder.
+
+    ``lmms_eval.tasks`` costs seconds to import (``evaluate``, ``datasets``, transformers'
+    pipelines), and an ``edct run --model`` whose model registry calls this may never need it
+    before its export: so when it is not imported yet, it is patched the moment someone imports
+    it (a finder on ``sys.meta_path`` that wraps that one module's loader), not imported here.
+    True when it is patched or will be.
+    """
+    module = sys.modules.get(TASKS_MODULE)
+    if module is None:
+        if not any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
+            sys.meta_path.insert(0, _PatchOnImport())
+        return True
+    return _patch(module)
+
+
+TASKS_MODULE = "lmms_eval.tasks"
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: lets the other finders find ``lmms_eval.tasks`` and patches the module
+    once its loader has run, then leaves ``sys.meta_path``."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != TASKS_MODULE:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run_module = loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            run_module(module)
+            _patch(module)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _patch(tasks_module: Any) -> bool:
+    manager = getattr(tasks_module, "TaskManager", None)
+    original = getattr(manager, "initialize_tasks", None)
     if original is None:
-        _warn("lmms_eval.tasks.TaskManager has no initialize_tasks()")
+        _warn(f"{TASKS_MODULE} has no TaskManager.initialize_tasks()")
         return False
     if getattr(original, _PATCHED, False):
         return True
@@ -67,7 +106,7 @@ def register_task_folder() -> bool:
         return original(self, include_path=paths, include_defaults=include_defaults)
 
     setattr(initialize_tasks, _PATCHED, True)
-    TaskManager.initialize_tasks = initialize_tasks  # type: ignore[method-assign]
+    manager.initialize_tasks = initialize_tasks  # type: ignore[union-attr]
     return True
 
 

@@ -190,9 +190,9 @@ def build_settings(config: RunConfig) -> Settings:
     env = os.environ.get(ENV_WORK_DIR)
     work_dir = Path(env).resolve() if env else config.resolved_cache_dir.resolve()
     where = f" (${ENV_WORK_DIR})" if env else f" (set {ENV_WORK_DIR} to put them elsewhere)"
-    check_writable(work_dir, "cache folder")
+    check_writable(work_dir, "cache folder", "cache_dir")
     out = run_folder(work_dir)
-    check_writable(out, "EDCT run folder")
+    check_writable(out, "EDCT run folder", f"${ENV_WORK_DIR}")
     # announced: lmms-eval's own loop would otherwise fill folders without a word
     print(
         f"edct: stage cache and edited images in {work_dir}{where}; the EDCT run folder (samples.jsonl, "

@@ -12,7 +12,7 @@ import contextlib
 import datetime as dt
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,7 +50,11 @@ class RunOutcome:
 
 
 def load_samples(data: DataSection, images: ImageStore) -> list[SampleInput | SampleRecord]:
-    """The benchmark items, images put in the store; a row that cannot be read is its error record."""
+    """The benchmark items, images put in the store; a row that cannot be read is its error record.
+
+    The calibration world's scenes render in two threads (rendering and PNG encoding release the
+    GIL), after the first one here: what rendering imports is imported by this thread only.
+    """
     if data.source == "dataset":
         from edct_task.bench_data import bench_samples
 
@@ -62,22 +66,25 @@ def load_samples(data: DataSection, images: ImageStore) -> list[SampleInput | Sa
             limit=data.limit,
             limit_per_domain=data.limit_per_domain,
         )
-    from edct_task.calibration import generate_samples
+    from concurrent.futures import ThreadPoolExecutor
 
-    out = []
-    n = data.n if data.limit is None else min(data.n, data.limit)  # sample i does not depend on n
-    for s in generate_samples(n=n, seed=data.seed):
-        out.append(
-            SampleInput(
-                id=s.id,
-                domain=s.domain,
-                question=s.question,
-                image=images.put(s.image),
-                system_prompt=s.system_prompt,
-                metadata={"source": "calibration", "expected_answer": str(s.expected_answer)},
-            )
+    from edct_task.calibration.samples import calibration_sample
+
+    def item(index: int) -> SampleInput:
+        s = calibration_sample(index, data.seed)
+        return SampleInput(
+            id=s.id,
+            domain=s.domain,
+            question=s.question,
+            image=images.put(s.image),
+            system_prompt=s.system_prompt,
+            metadata={"source": "calibration", "expected_answer": str(s.expected_answer)},
         )
-    return out
+
+    n = data.n if data.limit is None else min(data.n, data.limit)  # sample i does not depend on n
+    first = [item(0)] if n else []
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="edct-render") as pool:
+        return [*first, *pool.map(item, range(1, n))]
 
 
 def check_data_named(data: DataSection) -> None:
@@ -93,8 +100,11 @@ def check_data_named(data: DataSection) -> None:
         )
 
 
-def run(config: RunConfig) -> RunOutcome:
+def run(config: RunConfig, *, on_started: Callable[[], None] | None = None) -> RunOutcome:
     """Run EDCT as configured and write the output folder; every backend is closed at the end.
+
+    ``on_started`` is called once the backends are built, as the samples start: the caller's
+    chance to prepare what follows the run while the run waits on its models.
 
     The output and cache folders are checked for writability first; the output folder is locked
     for the run; a full or read-only disk mid-run raises ``StorageError`` (finished calls stay in
@@ -103,14 +113,14 @@ def run(config: RunConfig) -> RunOutcome:
     """
     out_dir, cache_dir = config.output_dir, config.resolved_cache_dir
     check_data_named(config.data)  # before any folder is made
-    check_writable(out_dir, "output folder")
-    check_writable(cache_dir, "cache folder")
+    check_writable(out_dir, "output folder", "--output / output_dir")
+    check_writable(cache_dir, "cache folder", "cache_dir")
     shard = shard_from_env()  # torchrun / accelerate: this process's share of the documents
     if shard is not None and config.data.shard is not None:
         raise ConfigError("--shard (data.shard) runs one slice as its own job: start it without torchrun")
     with claim(out_dir) if shard is None or shard.is_main else contextlib.nullcontext():
         try:
-            return _run(config, out_dir, cache_dir, shard)
+            return _run(config, out_dir, cache_dir, shard, on_started)
         except Exception as exc:
             stop = storage_error(exc)
             if stop is None:
@@ -118,15 +128,22 @@ def run(config: RunConfig) -> RunOutcome:
             raise stop from exc
 
 
-def _run(config: RunConfig, out_dir: Path, cache_dir: Path, shard: Shard | None = None) -> RunOutcome:
+def _run(
+    config: RunConfig,
+    out_dir: Path,
+    cache_dir: Path,
+    shard: Shard | None = None,
+    on_started: Callable[[], None] | None = None,
+) -> RunOutcome:
     protocol = config.protocol
     images = ImageStore(cache_dir)
     started = time.perf_counter()
     # the cache (its schema) and the data are checked before any backend is built
     with StageCache(cache_dir) as cache:
+        specs = config.role_specs()
         samples = load_samples(config.data, images)
         refuse_calibration_roles(  # before any backend is built
-            config.role_specs(),
+            specs,
             f"the dataset {config.data.path or '$EDCT_BENCH_DATA'}",
             ((s.sample if isinstance(s, SampleRecord) else s).metadata.get("source") for s in samples),
         )
@@ -141,6 +158,8 @@ def _run(config: RunConfig, out_dir: Path, cache_dir: Path, shard: Shard | None 
             progress = next((o for o in dispatcher.observers if isinstance(o, Progress)), None)
             if progress is not None:
                 progress.expect(len(inputs))
+            if on_started is not None:
+                on_started()
             done = run_samples(
                 inputs,
                 protocol,

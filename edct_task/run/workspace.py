@@ -23,8 +23,9 @@ from edct_task.core.errors import ConfigError
 LOCK_NAME = ".edct-run.lock"
 
 
-def check_writable(folder: Path, what: str) -> None:
-    """Create ``folder`` and write a file in it, or raise ``ConfigError`` saying what to change."""
+def check_writable(folder: Path, what: str, option: str) -> None:
+    """Create ``folder`` and write a file in it, or raise ``ConfigError`` naming ``what`` it is and
+    the ``option`` that chooses another."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(dir=folder, prefix=".edct-write-check.")
@@ -32,8 +33,7 @@ def check_writable(folder: Path, what: str) -> None:
         os.unlink(probe)
     except OSError as exc:
         raise ConfigError(
-            f"the {what} {folder} is not writable ({exc.strerror or exc}); choose another folder "
-            f"({'--output / output_dir' if what == 'output folder' else 'cache_dir'})"
+            f"the {what} {folder} is not writable ({exc.strerror or exc}); choose another folder ({option})"
         ) from None
 
 

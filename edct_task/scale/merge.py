@@ -224,7 +224,7 @@ def write_merged(merged: Merged, output: Path) -> None:
     sources = {s.path.resolve() for s in merged.shards}
     if output.resolve() in sources:
         raise MergeError(f"--output {output} is one of the shards; give the merged run its own folder")
-    check_writable(output, "output folder")
+    check_writable(output, "output folder", "--output")
     with claim(output):
         atomic_write(output / RESULTS_FILE, merged.log.to_json())
         atomic_write(output / SAMPLES_FILE, "".join(r.model_dump_json() + "\n" for r in merged.records))

@@ -1,17 +1,17 @@
 """Benchmark-level statistics: bootstrap and Wilson intervals, mean ± SD over runs.
 
 Pure functions on numbers, behind our own names and types: the arithmetic is the maintained
-libraries' (``scipy.stats.bootstrap`` for the percentile bootstrap,
-``statsmodels.stats.proportion.proportion_confint`` for the Wilson interval); what is ours is
-the contract. Each function validates its inputs first, with a message that names the rule that
+libraries' (``scipy.stats.bootstrap`` for the percentile bootstrap; the Wilson interval is
+``statsmodels.stats.proportion.proportion_confint``'s formula written out, held to it by the
+tests, because importing statsmodels costs every run log about a second); what is ours is the
+contract. Each function validates its inputs first, with a message that names the rule that
 was broken, answers the degenerate cases the libraries refuse or warn about (no values, one
 value, zero trials) itself, and returns a fixed type. Nothing here reads
 or writes files, and nothing seeds a global random state: the bootstrap takes an explicit
 ``seed``.
 
-The libraries are imported at first use, not with this module: ``scipy.stats`` takes about
-0.5 s to import and ``statsmodels.stats.proportion`` about 1 s (it pulls in pandas), and the CLI
-and the lmms-eval task import this module at start-up.
+``scipy.stats`` is imported at first use, not with this module: it takes about 0.5 s to import,
+and the CLI and the lmms-eval task import this module at start-up.
 
 Unscored samples (unparseable judgements, failed calls) are left out by the caller *before* the
 values reach these functions; a NaN here is therefore a bug upstream and is rejected, never
@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from numbers import Integral, Real
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -216,7 +217,7 @@ def wilson_interval(successes: int, n: int, *, confidence: float = 0.95) -> Inte
     Returns
     -------
     Interval
-        ``estimate = successes / n``; bounds from
+        ``estimate = successes / n``; the bounds of
         ``statsmodels.stats.proportion.proportion_confint(method="wilson")``, clipped to
         [0, 1]; ``method`` is ``"wilson"``. With ``n == 0`` (where statsmodels divides by zero
         with a ``RuntimeWarning``) estimate and bounds are NaN, without a warning.
@@ -236,13 +237,17 @@ def wilson_interval(successes: int, n: int, *, confidence: float = 0.95) -> Inte
     if n == 0:
         return Interval(math.nan, math.nan, math.nan, 0, WILSON_METHOD)
 
-    from statsmodels.stats.proportion import proportion_confint  # imported at first use
-
-    ci_low, ci_high = proportion_confint(successes, n, alpha=1.0 - conf, method="wilson")
-    # statsmodels >= 0.14 clips Wilson bounds itself; clipping again keeps [0, 1] whatever version.
-    low = min(max(float(ci_low), 0.0), 1.0)
-    high = min(max(float(ci_high), 0.0), 1.0)
-    return Interval(successes / n, low, high, n, WILSON_METHOD)
+    # statsmodels' proportion_confint(method="wilson") term for term (its import, ≈ 1 s with
+    # pandas, would be paid by every run log for four lines; the tests hold it to statsmodels).
+    p = successes / n
+    z = NormalDist().inv_cdf(1.0 - (1.0 - conf) / 2.0)
+    z2 = z * z
+    denominator = 1.0 + z2 / n
+    centre = (p + z2 / (2.0 * n)) / denominator
+    half = z * math.sqrt(p * (1.0 - p) / n + z2 / (4.0 * n**2)) / denominator
+    low = min(max(centre - half, 0.0), 1.0)
+    high = min(max(centre + half, 0.0), 1.0)
+    return Interval(p, low, high, n, WILSON_METHOD)
 
 
 def mean_sd(values: ArrayLike) -> tuple[float, float]:

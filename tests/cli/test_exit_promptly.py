@@ -15,7 +15,7 @@ BIN = Path(sys.executable).parent
 PROGRAM = textwrap.dedent(
     """
     import atexit, multiprocessing, sys, tempfile, threading, time
-    from edct_task.cli.main import exit_promptly
+    from edct_task.core.exit import exit_promptly
 
     class Teardown:  # its __del__ runs only in the interpreter's module teardown
         def __del__(self):
