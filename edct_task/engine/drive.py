@@ -68,9 +68,8 @@ class SampleQueue:
     for next (``None``: it finished); ``records()`` gives every finished record in input order;
     ``close()`` abandons what is still in progress.
 
-    ``samples`` is drawn from only as samples start: a lazy iterable (``edct run --model``
-    decodes each document's image as its sample is drawn) overlaps its work with the first
-    samples' requests, which go out while the rest are drawn.
+    ``samples`` is drawn from only as samples start: a lazy iterable would overlap its work with
+    the first samples' requests, which go out while the rest are drawn.
     """
 
     def __init__(
