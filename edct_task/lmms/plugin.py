@@ -71,8 +71,11 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
             return None
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)
-        loader = getattr(spec, "loader", None)
+        if spec is None:  # lmms-eval without its task module: its own import error says so
+            return None
+        loader = spec.loader
         if loader is None or not hasattr(loader, "exec_module"):
+            _warn(f"{TASKS_MODULE} is not loaded by a loader with exec_module ({loader!r})")
             return spec
         run_module = loader.exec_module
 
