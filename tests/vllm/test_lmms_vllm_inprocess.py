@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from support.vllm_server import LMMS_LIMIT, NEW_TOKENS, check_lmms_output, lmms_env, run_group, server_env
 
+from edct_task.run.outputs import load_run
+
 pytestmark = pytest.mark.vllm
 
 
@@ -64,5 +66,8 @@ def test_edct_run_with_the_inprocess_vllm_model(vllm_env_has_lmms, tiny_vl_dir, 
     check_lmms_output(tmp_path / "lmms", LMMS_LIMIT)
     (results_file,) = (tmp_path / "lmms").rglob("*_results.json")
     edct = json.loads(results_file.read_text())["edct"]
+    assert Path(edct["run_dir"]) == (tmp_path / "run").resolve()  # the export names its run folder
+    log = load_run(tmp_path / "run").log
+    assert log is not None
     # the batched driver: one generate_until call per round of all samples' target requests
-    assert 0 < edct["target_generate_calls"] < 2 * LMMS_LIMIT
+    assert 0 < log.usage["roles"]["target"]["generate_until_calls"] < 2 * LMMS_LIMIT
