@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -207,7 +208,11 @@ class ExportProcess:
     def start(self) -> None:
         if self._proc is None:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+                [sys.executable, "-m", __name__],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                encoding="utf-8",  # the tables' arrows, whatever the locale says
+                env={**os.environ, "PYTHONIOENCODING": "utf-8"},
             )
 
     def export(self, run_dir: Path, output_path: Path, *, tasks: str, log_samples: bool) -> str:
