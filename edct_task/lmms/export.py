@@ -220,8 +220,13 @@ class ExportProcess:
         line: why) when lmms-eval could not write them."""
         self.start()
         assert self._proc is not None
-        job = {"run_dir": str(run_dir), "output_path": str(output_path), "tasks": tasks}
-        out, _ = self._proc.communicate(json.dumps({**job, "log_samples": log_samples}) + "\n")
+        job = {
+            "run_dir": str(run_dir),
+            "output_path": str(output_path),
+            "tasks": tasks,
+            "log_samples": log_samples,
+        }
+        out, _ = self._proc.communicate(json.dumps(job) + "\n")
         if self._proc.returncode != 0:
             last = (out.strip().splitlines() or [""])[-1]
             why = last.removeprefix(_FAILED) if last.startswith(_FAILED) else f"exit {self._proc.returncode}"

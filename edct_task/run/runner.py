@@ -140,10 +140,9 @@ def _run(
     started = time.perf_counter()
     # the cache (its schema) and the data are checked before any backend is built
     with StageCache(cache_dir) as cache:
-        specs = config.role_specs()
         samples = load_samples(config.data, images)
         refuse_calibration_roles(  # before any backend is built
-            specs,
+            config.role_specs(),
             f"the dataset {config.data.path or '$EDCT_BENCH_DATA'}",
             ((s.sample if isinstance(s, SampleRecord) else s).metadata.get("source") for s in samples),
         )
