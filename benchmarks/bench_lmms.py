@@ -1,4 +1,4 @@
-"""`edct run --model …` (pipelined batched driver) vs `lmms-eval` (agentic loop, one request at a time).
+"""`edct run --model …` (the one driver, pipelined) vs `lmms-eval` (agentic loop, one request at a time).
 
 Both run the edct_calibration task on the reference model with simulated latencies: the target
 sleeps ``--target-latency`` per generate_until call (per batch, like a batched server), the text

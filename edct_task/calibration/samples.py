@@ -29,16 +29,26 @@ def calibration_sample(index: int, seed: int = 0) -> CalibrationSample:
     if index < 0:
         raise ValueError(f"index must be >= 0, got {index}")
     rng = random.Random(f"{seed}:{index}")
-    family = world.FAMILIES[index % len(world.FAMILIES)]
+    family = family_of(index)
     config = rng.choice(world.configs(family))
     scene = Scene(
         family, context_of(family, config), rng.randrange(2**31), build_objects(family, config, rng)
     )
     return CalibrationSample(
-        id=f"cal-{family}-{index // len(world.FAMILIES):04d}",
+        id=calibration_id(index),
         domain=family,
         question=rng.choice(world.QUESTIONS[family]),
         system_prompt=world.DRIVING_SYSTEM_PROMPT if family == "driving" else None,
         image=render_scene(scene),
         expected_answer=scene.answer(),
     )
+
+
+def family_of(index: int) -> str:
+    """The family of sample ``index``: the families take turns."""
+    return world.FAMILIES[index % len(world.FAMILIES)]
+
+
+def calibration_id(index: int) -> str:
+    """The id of sample ``index`` (of any world seed), known without rendering it."""
+    return f"cal-{family_of(index)}-{index // len(world.FAMILIES):04d}"

@@ -12,7 +12,7 @@ import contextlib
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,10 +27,10 @@ from edct_task.engine.files import atomic_write, place
 from edct_task.engine.handlers import PixelCache
 from edct_task.engine.stage_cache import ImageStore, StageCache
 from edct_task.engine.storage import storage_error
-from edct_task.roles import Roles, build_roles, refuse_calibration_roles
+from edct_task.roles import CALIBRATION_SOURCE, Roles, build_roles, refuse_calibration_roles
 from edct_task.run.log import RunLog, RunSetup, run_versions
 from edct_task.run.outputs import RESULTS_FILE, SAMPLES_FILE, image_files
-from edct_task.run.sharding import Shard, gather_run, recorded_data, shard_from_env, take_slice
+from edct_task.run.sharding import Shard, gather_run, item_id, recorded_data, shard_from_env, take_slice
 from edct_task.run.workspace import check_writable, claim
 from edct_task.scoring.health import judge_health
 from edct_task.scoring.metrics import judge_agreement, summarise
@@ -49,11 +49,11 @@ class RunOutcome:
     ``results`` is empty (rank 0 writes the output folder)."""
 
 
-def load_samples(data: DataSection, images: ImageStore) -> list[SampleInput | SampleRecord]:
+def load_samples(data: DataSection, images: ImageStore) -> Sequence[SampleInput | SampleRecord]:
     """The benchmark items, images put in the store; a row that cannot be read is its error record.
 
-    The calibration world's scenes render in two threads (rendering and PNG encoding release the
-    GIL), after the first one here: what rendering imports is imported by this thread only.
+    The calibration world's scenes are rendered as they are drawn (``CalibrationItems``), so a
+    run's first requests go out while the rest render; a dataset's rows are all read here.
     """
     if data.source == "dataset":
         from edct_task.bench_data import bench_samples
@@ -66,25 +66,49 @@ def load_samples(data: DataSection, images: ImageStore) -> list[SampleInput | Sa
             limit=data.limit,
             limit_per_domain=data.limit_per_domain,
         )
-    from concurrent.futures import ThreadPoolExecutor
+    n = data.n if data.limit is None else min(data.n, data.limit)  # sample i does not depend on n
+    return CalibrationItems(n, data.seed, images)
 
-    from edct_task.calibration.samples import calibration_sample
 
-    def item(index: int) -> SampleInput:
-        s = calibration_sample(index, data.seed)
+class CalibrationItems(Sequence[SampleInput]):
+    """Samples 0 … n-1 of the calibration world ``seed``: their ids known at once, their scenes
+    rendered (and put in the store) as they are drawn.
+
+    Iterating renders in two threads (rendering and PNG encoding release the GIL) after the first
+    scene, rendered in the iterating thread (what rendering imports is imported there only); an
+    index renders that one sample. A loop that stops early cancels the renders not yet started.
+    """
+
+    def __init__(self, n: int, seed: int, images: ImageStore) -> None:
+        from edct_task.calibration.samples import calibration_id
+
+        self.ids = [calibration_id(i) for i in range(n)]
+        self._seed, self._images = seed, images
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, index: int) -> SampleInput:  # type: ignore[override]
+        from edct_task.calibration.samples import calibration_sample
+
+        s = calibration_sample(range(len(self))[index], self._seed)
         return SampleInput(
             id=s.id,
             domain=s.domain,
             question=s.question,
-            image=images.put(s.image),
+            image=self._images.put(s.image),
             system_prompt=s.system_prompt,
-            metadata={"source": "calibration", "expected_answer": str(s.expected_answer)},
+            metadata={"source": CALIBRATION_SOURCE, "expected_answer": str(s.expected_answer)},
         )
 
-    n = data.n if data.limit is None else min(data.n, data.limit)  # sample i does not depend on n
-    first = [item(0)] if n else []
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="edct-render") as pool:
-        return [*first, *pool.map(item, range(1, n))]
+    def __iter__(self) -> Iterator[SampleInput]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        if not self.ids:
+            return
+        yield self[0]
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="edct-render") as pool:
+            yield from pool.map(self.__getitem__, range(1, len(self)))
 
 
 def check_data_named(data: DataSection) -> None:
@@ -141,19 +165,27 @@ def _run(
     # the cache (its schema) and the data are checked before any backend is built
     with StageCache(cache_dir) as cache:
         samples = load_samples(config.data, images)
-        refuse_calibration_roles(  # before any backend is built
-            config.role_specs(),
-            f"the dataset {config.data.path or '$EDCT_BENCH_DATA'}",
-            ((s.sample if isinstance(s, SampleRecord) else s).metadata.get("source") for s in samples),
-        )
-        order = {(s.sample.id if isinstance(s, SampleRecord) else s.id): i for i, s in enumerate(samples)}
-        samples, manifest = take_slice(config.data.shard, samples)  # `--shard I/N`: one slice
-        if shard is not None:
-            samples = shard.take(samples)
+        if isinstance(samples, CalibrationItems):  # nothing to refuse; ids known before rendering
+            order = {sid: i for i, sid in enumerate(samples.ids)}
+        else:
+            refuse_calibration_roles(  # before any backend is built
+                config.role_specs(),
+                f"the dataset {config.data.path or '$EDCT_BENCH_DATA'}",
+                ((s.sample if isinstance(s, SampleRecord) else s).metadata.get("source") for s in samples),
+            )
+            order = {item_id(s): i for i, s in enumerate(samples)}
+        manifest = None
+        if config.data.shard is not None or shard is not None:  # a slice of every item, rendered
+            samples, manifest = take_slice(config.data.shard, list(samples))  # `--shard I/N`
+            if shard is not None:
+                samples = shard.take(samples)
+        inputs: Sequence[SampleInput] = samples  # type: ignore[assignment]
+        unreadable: list[SampleRecord] = []
+        if not isinstance(samples, CalibrationItems):  # a calibration scene always renders
+            inputs = [s for s in samples if isinstance(s, SampleInput)]
+            unreadable = [s for s in samples if isinstance(s, SampleRecord)]
         with compose(config, cache, images, run_name=out_dir.name) as engine:
             roles, dispatcher = engine.roles, engine.dispatcher
-            unreadable = [s for s in samples if isinstance(s, SampleRecord)]
-            inputs = [s for s in samples if isinstance(s, SampleInput)]
             progress = next((o for o in dispatcher.observers if isinstance(o, Progress)), None)
             if progress is not None:
                 progress.expect(len(inputs))
