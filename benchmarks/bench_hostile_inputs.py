@@ -142,8 +142,8 @@ def cases(tmp: Path, member_counts: list[int]) -> dict[str, str]:
         from edct_task.bench_data import hub
         from edct_task.bench_data.format import Candidate, read_image
         table = [{{"image": {{"bytes": None, "path": "/dev/zero"}}}}]
-        args = (table, 0, Path({str(tmp)!r}))[: len(inspect.signature(hub._image_reader).parameters)]
-        reader = hub._image_reader(*args)
+        args = (table, 0, Path({str(tmp)!r}))[: len(inspect.signature(hub.image_reader).parameters)]
+        reader = hub.image_reader(*args)
         c = Candidate("okvqa-1", "okvqa", "q", "s", "1", image_path=None, image_reader=reader)
         try:
             read_image(c); print("read")

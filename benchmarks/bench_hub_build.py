@@ -25,7 +25,7 @@ from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from edct_task.bench_data import BuildRequest, build_bench
-from edct_task.bench_data.hub import HubSource
+from edct_task.bench_data.domain import HubSource
 
 
 def write_repo(root: Path, rows: int, side: int) -> int:
@@ -90,7 +90,7 @@ def main() -> int:
             result = build_bench(
                 BuildRequest(
                     out=Path(tmp) / f"bench-{run}",
-                    okvqa_hub=HubSource(str(repo)),
+                    hubs={"okvqa": HubSource(str(repo))},
                     counts={"okvqa": 160, "drivelm": 0, "3dsr": 0},
                 )
             )

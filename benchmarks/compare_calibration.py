@@ -27,15 +27,20 @@ fresh ``u ~ U(0, 1)`` per item, and composes the two runs by the model above:
   on ``independent p vs p``, the non-degenerate null.
 
 The true difference of either is ``(p - q) * mean(c_F - c_P)`` over the pool (the population the
-items are drawn from). Every simulated pair is analysed with the tool's own functions
-(``scoring.compare.paired_difference``, ``sign_flip_test``, 10,000 resamples, seed 0 as
-``edct compare`` uses), and the predicted size is ``paired_sample_size`` from the real pilot.
+items are drawn from). Every simulated pair is analysed with the tool's own test
+(``scoring.compare.sign_flip_test``: its p-value and the CI that inverts it, 10,000 patterns,
+seed 0 as ``edct compare`` uses). The planned size is ``edct estimate --detect``'s
+(``paired_sample_size``) from the population distribution of the per-item differences (exact under
+the model) and from the real pilot ``mixed:0.5`` vs ``mixed:0.6``; its realised power is the share
+of simulated pairs of that size the test calls significant, next to the size the paired t-test
+planned before issue 44 and its realised power.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 import tempfile
@@ -52,13 +57,13 @@ from edct_task.calibration.reference_vlm import _unit_hash  # the target's own h
 from edct_task.run.outputs import load_run
 from edct_task.scoring.compare import (
     ALPHA,
-    paired_difference,
+    Differences,
     paired_sample_size,
     sign_flip_test,
 )
-from edct_task.scoring.metrics import CCS_BINARY, CCS_GRADED
+from edct_task.scoring.metrics import GRADED, PRIMARY
 
-METRICS = (CCS_BINARY, CCS_GRADED)
+METRICS = (PRIMARY.name, GRADED.name)
 _FOLDER = re.compile(r"mixed_(\d+(?:\.\d+)?)")
 
 
@@ -78,6 +83,24 @@ class Pool:
 
     def truth(self, metric: str, p: float, q: float) -> float:
         return (p - q) * float(np.mean(self.faithful[metric] - self.prior[metric]))
+
+    def distribution(self, metric: str, p: float, q: float, nested: bool) -> Differences:
+        """The population distribution of the per-item difference A − B under the model (exact):
+        ``-gap_i`` w.p. ``(q - p) / N`` each (nested, p < q), or ``+gap_i`` w.p. ``p (1 - q) / N``
+        and ``-gap_i`` w.p. ``q (1 - p) / N`` (independent); 0 otherwise."""
+        gap = self.faithful[metric] - self.prior[metric]
+        if nested:
+            parts = [(-np.sign(q - p) * gap, np.full(gap.size, abs(q - p) / gap.size))]
+        else:
+            parts = [(gap, np.full(gap.size, p * (1 - q) / gap.size))]
+            parts.append((-gap, np.full(gap.size, q * (1 - p) / gap.size)))
+        values = np.concatenate([v for v, _ in parts] + [np.zeros(1)])
+        weights = np.concatenate([w for _, w in parts] + [np.zeros(1)])
+        weights[-1] = 1.0 - weights[:-1].sum()
+        unique, index = np.unique(np.round(values, 12), return_inverse=True)
+        summed = np.bincount(index.reshape(-1), weights=weights)
+        keep = summed > 0
+        return Differences(unique[keep], summed[keep] / summed[keep].sum())
 
     def paired_sd(self, metric: str, p: float, q: float, nested: bool) -> float:
         """The population SD of the per-item difference A − B under the model (exact).
@@ -193,7 +216,7 @@ def coverage(pool: Pool, *, sims: int, n: int, metric: str, p: float, q: float, 
     hits, widths = 0, []
     for _ in range(sims):
         a, b = draw(pool, rng, n, metric, p, q, nested)
-        iv = paired_difference(a, b)
+        iv = sign_flip_test(a - b)
         hits += int(iv.low <= truth <= iv.high)
         widths.append(iv.high - iv.low)
     return {"truth": truth, "coverage": hits / sims, "mean_width": float(np.mean(widths))}
@@ -211,23 +234,18 @@ def rejection(pool: Pool, *, sims: int, n: int, metric: str, p: float, q: float,
     return {"truth": pool.truth(metric, p, q), "rejection_rate": rejected / sims, "tests": methods}
 
 
-def planned_power(pool: Pool, *, sims: int, n_pilot: int, metric: str, nested: bool, seed: int):
-    """The whole workflow: each simulated study runs its own pilot of ``n_pilot`` items, plans n
-    from the pilot's paired SD for the true difference, then tests a fresh pair of n items."""
-    rng = np.random.default_rng(seed)
-    delta = abs(pool.truth(metric, 0.5, 0.6))
-    rejected, sizes = 0, []
-    for _ in range(sims):
-        a, b = draw(pool, rng, n_pilot, metric, 0.5, 0.6, nested)
-        n_star = paired_sample_size(delta, float((a - b).std(ddof=1)))
-        sizes.append(n_star)
-        a, b = draw(pool, rng, n_star, metric, 0.5, 0.6, nested)
-        rejected += int(sign_flip_test(a - b).p < ALPHA)
-    return {
-        "truth": pool.truth(metric, 0.5, 0.6),
-        "rejection_rate": rejected / sims,
-        "n": f"{int(np.median(sizes))} (median; {min(sizes)}–{max(sizes)})",
-    }
+def t_test_size(delta: float, sd: float) -> int:
+    """The size ``edct estimate --detect`` planned before issue 44: the paired t-test's power
+    (statsmodels ``TTestPower``) at effect size delta / sd, the smallest n reaching 80 %."""
+    from statsmodels.stats.power import TTestPower
+
+    effect, analysis = abs(delta) / sd, TTestPower()
+    n = max(2, math.ceil(np.asarray(analysis.solve_power(effect_size=effect, alpha=ALPHA, power=0.8)).item()))
+    while n > 2 and analysis.power(effect_size=effect, nobs=n - 1, alpha=ALPHA) >= 0.8:
+        n -= 1
+    while analysis.power(effect_size=effect, nobs=n, alpha=ALPHA) < 0.8:
+        n += 1
+    return n
 
 
 def _pilot(folder: Path, metric: str) -> dict[str, Any] | None:
@@ -244,6 +262,7 @@ def _pilot(folder: Path, metric: str) -> dict[str, Any] | None:
         "n": paired.n,
         "difference": float(d.mean()),
         "sd": float(d.std(ddof=1)),
+        "differences": d,
     }
 
 
@@ -273,41 +292,42 @@ def evaluate(pool: Pool, *, sims: int, n: int, seed: int, pilot_folder: Path | N
         pilot = _pilot(pilot_folder, metric) if pilot_folder else None
         for nested in (True, False):
             kind = "nested" if nested else "independent"
-            sources: list[tuple[str, float]] = [
-                ("the per-item model (exact)", pool.paired_sd(metric, 0.5, 0.6, nested))
+            population = pool.distribution(metric, 0.5, 0.6, nested)
+            sources: list[tuple[str, Differences, float]] = [
+                ("the per-item model (exact)", population, pool.paired_sd(metric, 0.5, 0.6, nested))
             ]
             if nested and pilot is not None:
                 sources.append(
-                    (f"the real pilot {Path(pilot['a']).name} vs {Path(pilot['b']).name}", pilot["sd"])
+                    (
+                        f"the real pilot {Path(pilot['a']).name} vs {Path(pilot['b']).name}",
+                        Differences.from_sample(pilot["differences"]),
+                        pilot["sd"],
+                    )
                 )
-            for source, sd in sources:
-                n_star = paired_sample_size(delta, sd)
-                r = rejection(
-                    pool, sims=sims, n=n_star, metric=metric, p=0.5, q=0.6, nested=nested, seed=seed + 2
-                )
-                power_rows.append(
-                    {
-                        "check": "power at the predicted size",
-                        "pair": f"{kind} 0.5 vs 0.6",
-                        "metric": metric,
-                        "delta": delta,
-                        "sd": sd,
-                        "sd_from": source,
-                        "n": n_star,
-                        **r,
-                    }
-                )
-            r = planned_power(pool, sims=sims, n_pilot=n, metric=metric, nested=nested, seed=seed + 3)
-            power_rows.append(
-                {
-                    "check": "power at the predicted size",
-                    "pair": f"{kind} 0.5 vs 0.6",
-                    "metric": metric,
-                    "delta": delta,
-                    "sd_from": f"a fresh simulated {n}-item pilot per simulated study",
-                    **r,
-                }
-            )
+            for source, planned_from, sd in sources:
+                plan = paired_sample_size(planned_from, delta)
+                old = t_test_size(delta, sd)
+                for planner, n_star, promised in (
+                    ("sign-flip power (now)", plan.n, plan.power),
+                    ("t-test (before)", old, 0.8),
+                ):
+                    r = rejection(
+                        pool, sims=sims, n=n_star, metric=metric, p=0.5, q=0.6, nested=nested, seed=seed + 2
+                    )
+                    power_rows.append(
+                        {
+                            "check": "power at the planned size",
+                            "pair": f"{kind} 0.5 vs 0.6",
+                            "metric": metric,
+                            "delta": delta,
+                            "sd": sd,
+                            "sd_from": source,
+                            "planner": planner,
+                            "promised": promised,
+                            "n": n_star,
+                            **r,
+                        }
+                    )
     return {"rows": rows + power_rows}
 
 
@@ -327,9 +347,11 @@ def table(result: dict[str, Any], sims: int) -> str:
             value = f"coverage {r['coverage']:.1%} (mean width {r['mean_width']:.3f})"
         else:
             value = f"rejects {r['rejection_rate']:.1%} at α = 0.05"
+        if "promised" in r:
+            value = f"promised {r['promised']:.1%}, realised {r['rejection_rate']:.1%}"
         extra = ""
         if "sd_from" in r:
-            extra = f" (SD {r['sd']:.4f} from {r['sd_from']})" if "sd" in r else f" (SD from {r['sd_from']})"
+            extra = f" ({r['planner']}; SD {r['sd']:.4f} from {r['sd_from']})"
         lines.append(
             f"| {r['check']} | {r['pair']} | {r['metric']} | {r['n']}{extra} | {r['truth']:+.4f} | {value} |"
         )

@@ -3,7 +3,10 @@
 Prints the markdown table for the working tree's ``edct_task/parsing.py`` and, with ``--ref``, for
 the ``parsing.py`` of a git commit (the parsers before issue 18: ``--ref 2fb9004``), loaded as a
 separate module; the old parsers take no ``finish_reason``, as the old engine never read it.
-``--details`` lists every reply that is not correct. ``--real`` reads the real-LLM corpus
+``--details`` lists every reply that is not correct. A value the parsers read then goes through
+the rules of ``edct_task.evidence`` (replies that are not evidence, issue 44), as the engine sends
+it; ``--ref`` runs the commit's parsers without them (a commit before issue 44, as its engine
+did: ``--ref efc9ddd``). ``--real`` reads the real-LLM corpus
 (tests/real_llm/data/real_llm_replies.yaml) instead and prints its table per model and
 ``structured`` mode (the table of docs/guides/real-models.md).
 
@@ -49,8 +52,10 @@ def parsing_at(ref: str) -> ModuleType:
     return module
 
 
-def report(title: str, module: ModuleType, details: bool, corpus: Path, real: bool) -> None:
-    outcomes = reply_corpus.evaluate(module, reply_corpus.load(corpus))
+def report(
+    title: str, module: ModuleType, details: bool, corpus: Path, real: bool, evidence: bool = True
+) -> None:
+    outcomes = reply_corpus.evaluate(module, reply_corpus.load(corpus), evidence=evidence)
     print(f"### {title}\n")
     print(reply_corpus.style_table(outcomes) if real else reply_corpus.table(outcomes))
     if details:
@@ -68,8 +73,10 @@ def main() -> None:
     args = parser.parse_args()
     corpus = REAL_CORPUS if args.real else reply_corpus.CORPUS
     print(f"{len(reply_corpus.load(corpus))} replies from {corpus.relative_to(ROOT)}\n")
-    if args.ref:
-        report(f"parsers at {args.ref}", parsing_at(args.ref), args.details, corpus, args.real)
+    if args.ref:  # the engine at that commit: its parsers, without the evidence rules of issue 44
+        report(
+            f"parsers at {args.ref}", parsing_at(args.ref), args.details, corpus, args.real, evidence=False
+        )
     report("parsers in this tree", parsing, args.details, corpus, args.real)
 
 

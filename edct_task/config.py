@@ -17,9 +17,14 @@ from edct_task.core.errors import ConfigError
 from edct_task.core.inputs import InputFileError, load_yaml, read_yaml
 from edct_task.engine.driver import Limits
 from edct_task.engine.protocol import ProtocolConfig
-from edct_task.roles import PanelSpec, RoleSpec
+from edct_task.roles import ROLE_KINDS, PanelSpec, RoleSpec, record_of
+from model_adapters.errors import OptionsError
 from model_adapters.secrets import is_secret_name
 from verification.check import GateParams
+
+MAX_SHARDS = 10_000
+"""Most slices a run may be cut into (``--shard I/N``, a sweep's ``shards``): a merge lists and
+checks every slice, so N is bounded before anything is allocated for it."""
 
 
 def _refuse_secrets(options: Mapping[str, Any], where: str) -> None:
@@ -63,15 +68,16 @@ class DataSection(_Section):
     )
     shard: str | None = Field(
         None,
-        pattern=r"^\d+/\d+$",
+        pattern=r"^\d{1,12}/\d{1,12}$",
         description="I/N: run only slice I (0 … N-1) of the items, by a hash of each item's id "
         "(`edct run --shard`; applied after `limit`; `edct merge` joins the N slices' folders).",
     )
     domains: list[str] | None = Field(
         None,
         exclude_if=lambda v: v is None,
-        description="dataset: only the items of these domains (okvqa, drivelm, 3dsr); the lmms-eval "
-        "task edct_bench_okvqa is domains [okvqa] (`edct run --model … --tasks`).",
+        description="dataset: only the items of these domains (the registered ones: `edct build-bench "
+        "--help`); the lmms-eval task edct_bench_<domain> is domains [<domain>] (`edct run --model … "
+        "--tasks`).",
     )
     max_pixels: int = Field(
         40_000_000,
@@ -83,6 +89,8 @@ class DataSection(_Section):
     @field_validator("shard")
     @classmethod
     def _slice_in_range(cls, shard: str | None) -> str | None:
+        if shard is not None and int(shard.split("/")[1]) > MAX_SHARDS:
+            raise ValueError(f"shard {shard!r}: N must be at most {MAX_SHARDS} slices")
         if shard is not None and not int(shard.split("/")[0]) < int(shard.split("/")[1]):
             raise ValueError(f"shard {shard!r}: I must be 0 … N-1 (slices are counted from 0)")
         return shard
@@ -91,7 +99,8 @@ class DataSection(_Section):
 class RoleSection(BaseModel):
     model_config = ConfigDict(extra="allow")
     backend: str = Field(
-        description="The backend's name (edct backends lists them); other keys are its options."
+        description="The backend's name (edct backends lists them); other keys are its options, "
+        "checked against the backend's options when the config is loaded (see Backends below)."
     )
 
 
@@ -102,7 +111,12 @@ class RunConfig(_Section):
     cache_dir: Path | None = Field(None, description="Stage cache; default <output_dir>/cache.")
     progress: bool = Field(True, description="Show per-stage progress (a heartbeat line without a terminal).")
     call_log: Path | None = Field(None, description="Append one JSON line per finished backend call.")
-    bootstrap_resamples: int = Field(10_000, ge=100, description="Resamples of the CCS percentile bootstrap.")
+    bootstrap_resamples: int = Field(
+        10_000,
+        ge=100,
+        description="Recorded with the run and in a leaderboard bundle; no CCS interval resamples any "
+        "more (they are closed-form: docs/concepts/intervals.md).",
+    )
     data: DataSection = Field(DataSection(), description="Which samples: the calibration world or a dataset.")
     protocol: ProtocolConfig = Field(ProtocolConfig(), description="The EDCT protocol's settings.")
     verification: GateParams = Field(GateParams(), description="The verification gate's parameters.")
@@ -121,6 +135,12 @@ class RunConfig(_Section):
             for i, section in enumerate(value if isinstance(value, list) else [value]):
                 where = f"roles.{role}" + (f"[{i}]" if isinstance(value, list) else "")
                 _refuse_secrets(section.model_extra or {}, where)
+                record = record_of(ROLE_KINDS[role], section.backend) if role in ROLE_KINDS else None
+                if record is not None:  # unknown names and roles: build_roles says what to set
+                    try:
+                        record.check(section.model_extra or {})
+                    except OptionsError as exc:
+                        raise ValueError(f"{where}: {exc}") from None
         return roles
 
     # -- derived ------------------------------------------------------------------------------
@@ -156,7 +176,9 @@ MAX_CONFIG_INT = 2**63 - 1
 """Largest integer a config may hold (what every counter, seed and size fits in)."""
 
 
-def load_config(path: Path, overrides: list[str] | None = None) -> RunConfig:
+def load_config(
+    path: Path, overrides: list[str] | None = None, flags: Mapping[str, str] | None = None
+) -> RunConfig:
     """Read a YAML config and apply ``dotted.key=value`` overrides (values parsed as YAML).
 
     The file is read only if it is a regular file of at most :data:`MAX_CONFIG_BYTES`, decoded as
@@ -170,7 +192,7 @@ def load_config(path: Path, overrides: list[str] | None = None) -> RunConfig:
         raise ConfigError(f"config file {exc}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"config file {path} must hold a mapping at the top level")
-    return config_from_dict(raw, overrides)
+    return config_from_dict(raw, overrides, flags)
 
 
 def _check_numbers(value: Any, path: str = "") -> None:
@@ -187,14 +209,47 @@ def _check_numbers(value: Any, path: str = "") -> None:
             stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
 
 
-def config_from_dict(raw: dict[str, Any], overrides: list[str] | None = None) -> RunConfig:
+def config_from_dict(
+    raw: dict[str, Any], overrides: list[str] | None = None, flags: Mapping[str, str] | None = None
+) -> RunConfig:
+    """The validated config of ``raw`` with ``overrides`` applied; an invalid value is one line that
+    names what the user typed: the flag that set it (``flags``: config path → flag, as ``--limit``
+    sets ``data.limit``), ``--set PATH`` for an override, else the path in the file."""
     raw = _apply_overrides(dict(raw), overrides or [])
     _check_numbers(raw)
+    keys = [item.split("=", 1)[0].strip() for item in overrides or []]
+    typed = {key: f"--set {key}" for key in keys}
+    typed.update(flags or {})
     try:
         return RunConfig.model_validate(raw)
     except ValidationError as exc:
-        lines = [f"  {'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
-        raise ConfigError("invalid configuration:\n" + "\n".join(lines)) from None
+        problems = []
+        for e in exc.errors():
+            where = ".".join(str(p) for p in e["loc"])
+            problems.append(f"{typed.get(where, where)}: {rule_message(e)}")
+        raise ConfigError("; ".join(problems)) from None
+
+
+_RULES = {
+    "greater_than_equal": "must be at least {ge}",
+    "greater_than": "must be more than {gt}",
+    "less_than_equal": "must be at most {le}",
+    "less_than": "must be less than {lt}",
+}
+
+
+def rule_message(error: Mapping[str, Any]) -> str:
+    """A validation error as the rule the value broke (``must be at least 1``), else pydantic's words."""
+    rule = _RULES.get(str(error.get("type")))
+    ctx = error.get("ctx") or {}
+    if error.get("type") == "value_error" and ctx.get("error") is not None:  # our validators' own words
+        return str(ctx["error"])
+    if rule is not None:
+        try:
+            return rule.format(**ctx)
+        except (KeyError, IndexError):
+            pass
+    return str(error.get("msg", "invalid value"))
 
 
 def _apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:

@@ -1,6 +1,9 @@
 """Read the replies of the extractor, editor-instruction writer, edit parser and judges.
 
-Pure functions, no I/O, linear time in the reply's length (``edct_task.reply_scan``). Every parser
+Pure functions, no I/O, linear time in the reply's length (``edct_task.reply_scan``), with the
+steps taken in Python bounded (``MAX_JSON_TOKENS``, ``MAX_LIST_ITEMS``, ``MAX_WRAPPINGS`` here,
+``MAX_LABELS``, ``MAX_LINES``, ``MAX_CELLS`` there): a megabyte of adversarial text parses in a
+fraction of a second, and a reply of ordinary length is read whole. Every parser
 takes the reply and the ``finish_reason`` the backend reported, first calls :func:`strip_thinking`,
 then returns either ``Parsed(value)`` or ``Unparsed(reason, kind)``: a reply that cannot be read is
 *unscored* with a specific reason (left out of the denominator and counted), never scored 0. No
@@ -42,10 +45,12 @@ The rules (the README's "How replies are read" says the same)
 from __future__ import annotations
 
 import ast
+import functools
+import itertools
 import json
 import re
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, Union
 
@@ -117,19 +122,22 @@ class GradedJudgement:
 # Thinking / reasoning removal
 # --------------------------------------------------------------------------------------------
 
-# (open, close) tag pairs of reasoning blocks, as regex fragments.
-_THINK_TAGS: tuple[tuple[str, str], ...] = (
-    (r"<think>", r"</think>"),
-    (r"<thinking>", r"</thinking>"),
-    (r"<reasoning>", r"</reasoning>"),
-    (r"<reflection>", r"</reflection>"),
-    (r"\[THINK\]", r"\[/THINK\]"),
-    (r"◁think▷", r"◁/think▷"),
-    (r"<\|begin_of_thought\|>", r"<\|end_of_thought\|>"),
+# Tag pairs of reasoning blocks, as regex fragments: (a word both tags hold, first character,
+# rest of the opening tag, rest of the closing tag). Each pattern starts with its literal first
+# character, so the regex engine skips to the next one at C speed instead of trying every position
+# of the reply; and a reply without the word (in any case) is not searched for the tags at all.
+_THINK_TAGS: tuple[tuple[str, str, str, str], ...] = (
+    ("think>", "<", r"think>", r"/think>"),
+    ("thinking>", "<", r"thinking>", r"/thinking>"),
+    ("reasoning>", "<", r"reasoning>", r"/reasoning>"),
+    ("reflection>", "<", r"reflection>", r"/reflection>"),
+    ("think]", r"\[", r"THINK\]", r"/THINK\]"),
+    ("think▷", "◁", r"think▷", r"/think▷"),
+    ("_of_thought|>", "<", r"\|begin_of_thought\|>", r"\|end_of_thought\|>"),
 )
 _THINK_TAG_RES = tuple(
-    re.compile(rf"(?P<open>{open_tag})|(?P<close>{close_tag})", re.IGNORECASE)
-    for open_tag, close_tag in _THINK_TAGS
+    (word, re.compile(rf"{first}(?:(?P<open>{open_rest})|(?P<close>{close_rest}))", re.IGNORECASE))
+    for word, first, open_rest, close_rest in _THINK_TAGS
 )
 _HARMONY_FINAL_RE = re.compile(r"<\|channel\|>\s*final\s*(?:<\|constrain\|>\s*\w+\s*)?<\|message\|>")
 _HARMONY_ANALYSIS_RE = re.compile(
@@ -152,9 +160,13 @@ def _strip_thinking(text: str) -> tuple[str, bool]:
         text = text[decoded.end() :]
     text = _SPECIAL_TOKEN_RE.sub("", text)
 
-    for tags in _THINK_TAG_RES:
+    folded = reply_scan.fold(text)  # a tag's word in any case is its word in this
+    for word, tags in _THINK_TAG_RES:
+        if word not in folded:
+            continue
         text, cut = _remove_blocks(text, tags)
         truncated = truncated or cut
+        folded = reply_scan.fold(text)  # removing blocks may join the halves of a word
     return text.strip(), truncated
 
 
@@ -249,7 +261,15 @@ def _missing(body: str, finish_reason: str | None, reason: str) -> Unparsed:
 # Lenient JSON
 # --------------------------------------------------------------------------------------------
 
-_CLOSERS = {"[": "]", "{": "}"}
+_NOT_LETTERS_RE = re.compile(r"[^a-z]")
+
+
+def _letters(text: str) -> str:
+    """``text`` case-folded, every character but a-z dropped (``AC_reason`` → ``acreason``)."""
+    folded = text.casefold()
+    return folded if folded.isascii() and folded.isalpha() else _NOT_LETTERS_RE.sub("", folded)
+
+
 _TRAILING_COMMA_RE = re.compile(r",\s*([\]}])")
 _TYPOGRAPHIC_QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"', "‘": "'", "’": "'"})
 
@@ -263,63 +283,124 @@ class _Span:
 
 MAX_JSON_SPANS = 2000
 """Only a reply's last this many bracketed spans are read as JSON (the verdict is at the end)."""
-_JSON_SPECIAL_RE = re.compile(r"[\[\]{}\"'\\\n]")
+MAX_JSON_TOKENS = 10_000
+"""The bracket scan reads a reply's last this many tokens (a run of openers, a run of closers, a
+quote), as if the reply started there: the verdict is at the end, and a token can cost a step in
+Python, so this bounds the work on a reply of a megabyte of ``[}`` or ``["`` to a few hundredths
+of a second. A reply with fewer (every reply a model writes) is read whole."""
+
+_TOKEN_RE = re.compile(r"""[\[\]{}"'](?:(?<=[\[{])[\[{]*|(?<=[\]}])[\]}]*)?""")
+"""A run of openers, a run of closers, or a quote; written to start with a character class, which
+the regex engine skips to at C speed (an alternation of runs it would try at every position)."""
+_OPENER_RE = re.compile(r"[\[{]")
+_FLAT_CONTENT = r"""(?:[^\[\]{}"']|"[^"\\]*"){0,256}"""
+_FLAT_SPAN_RE = re.compile(rf"\[{_FLAT_CONTENT}\]|\{{{_FLAT_CONTENT}\}}")
+"""A span without brackets inside, its strings double-quoted without escapes (``{"AC": 1}``), at
+most 256 characters and strings long: read in one step. (One character or string per repeat, so
+a failed match backtracks linearly; a bounded repeat, so the engine keeps little state.)"""
+_STRING_BODY_RES = {
+    '"': re.compile(r'[^"\\]*(?:\\.[^"\\]*){0,1000}', re.DOTALL),
+    "'": re.compile(r"[^'\\\n]*(?:\\.[^'\\\n]*){0,1000}", re.DOTALL),
+}
+"""A string's body up to its closing quote, a thousand escapes at a time (bounded repeats, so
+the regex engine keeps no state for a megabyte of escapes)."""
+_OPEN_TO_CLOSE = str.maketrans("[{", "]}")
+
+
+def _string_end(text: str, pos: int, quote: str) -> int:
+    """Where the unescaped ``quote`` (in a single-quoted string also a newline) that ends a string
+    whose body starts at ``pos`` is; -1 when the reply ends first."""
+    body = _STRING_BODY_RES[quote]
+    while True:
+        pos = body.match(text, pos).end()  # type: ignore[union-attr]  # a * pattern always matches
+        if pos >= len(text) or (text[pos] == "\\" and pos + 1 >= len(text)):
+            return -1
+        if text[pos] != "\\":
+            return pos
+        # a thousand escapes read: go on
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """The length of the common prefix of ``a`` and ``b`` (a binary search of C comparisons)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _scan_start(text: str) -> int:
+    """Where the bracket scan starts: 0, or the reply's ``MAX_JSON_TOKENS``-th token from its end."""
+    if len(text) <= MAX_JSON_TOKENS:
+        return 0
+    backwards = _TOKEN_RE.finditer(text[::-1])  # runs read backwards are the same runs
+    last = next(itertools.islice(backwards, MAX_JSON_TOKENS - 1, None), None)
+    return 0 if last is None else len(text) - last.end()
 
 
 def _json_spans(text: str) -> list[_Span]:
-    """The last ``MAX_JSON_SPANS`` outermost balanced ``[...]`` / ``{...}`` spans, in order, in one
-    linear pass.
+    """The last ``MAX_JSON_SPANS`` outermost balanced ``[...]`` / ``{...}`` spans, in order, in
+    one linear pass over the last ``MAX_JSON_TOKENS`` tokens.
 
-    Quotes are only tracked inside brackets; a single-quoted string cannot cross a line (so an
-    apostrophe in bracketed prose does not swallow the rest of the reply). Only brackets, quotes,
-    backslashes and newlines are visited.
+    Quotes are only tracked inside brackets; a single-quoted string cannot cross a line (a
+    newline in one drops the brackets open so far, so an apostrophe in bracketed prose does not
+    swallow the rest of the reply), and an apostrophe inside a word (player's) opens none; a
+    backslash escapes the next character of a string; a closer that does not match the innermost
+    opener drops the brackets open so far. A step reads a run of brackets or a whole string.
     """
-    spans: deque[_Span] = deque(maxlen=MAX_JSON_SPANS)
-    stack: list[str] = []
-    start = 0
-    quote = ""
-    escaped_at = -1
-    for match in _JSON_SPECIAL_RE.finditer(text):
-        i, ch = match.start(), match.group()
-        if quote:
-            if escaped_at == i - 1:
-                escaped_at = -1
-                continue
-            if ch == "\\":
-                escaped_at = i
-            elif ch == quote:
-                quote = ""
-            elif ch == "\n" and quote == "'":
-                quote, stack = "", []
+    spans: deque[tuple[int, int]] = deque(maxlen=MAX_JSON_SPANS)
+    n = len(text)
+    pos = _scan_start(text)
+    next_token, next_opener, flat = _TOKEN_RE.search, _OPENER_RE.search, _FLAT_SPAN_RE.match
+    while (opener := next_opener(text, pos)) is not None:
+        start = opener.start()
+        if (whole := flat(text, start)) is not None:
+            pos = whole.end()
+            spans.append((start, pos))
             continue
-        if ch in _CLOSERS:
-            if not stack:
-                start = i
-            stack.append(_CLOSERS[ch])
-        elif stack:
-            if ch == "'" and i > 0 and text[i - 1].isalnum():
-                continue  # an apostrophe inside a word (player's) opens no string
-            if ch in "\"'":
-                quote = ch
-            elif ch in "]}":
-                if ch != stack[-1]:
-                    stack = []
-                    continue
-                stack.pop()
+        stack: list[str] = []  # the closers the open brackets expect, innermost last
+        at, pos = start, n  # pos: where the scan goes on outside brackets, if it does
+        while (token := next_token(text, at)) is not None:
+            run, at = token.group(), token.end()
+            if run[0] in "[{":
+                if (whole := flat(text, at - 1)) is not None:  # the last opener's span, in one step
+                    run, at = run[:-1], whole.end()
+                stack.extend(run.translate(_OPEN_TO_CLOSE))
+            elif run[0] in "]}":
+                count = min(len(run), len(stack))
+                innermost = "".join(reversed(stack[-count:]))
+                if run[:count] != innermost:  # matches no open bracket: drop them all
+                    pos = token.start() + _common_prefix(run, innermost) + 1
+                    break
+                del stack[-count:]
                 if not stack:
-                    spans.append(_Span(start, i + 1, text[start : i + 1]))
-    return list(spans)
+                    pos = token.start() + count
+                    spans.append((start, pos))
+                    break
+            elif run == '"' or not text[at - 2 : at - 1].isalnum():  # not in a word (player's)
+                end = _string_end(text, at, run)
+                if end < 0:
+                    break  # the reply ends inside the string
+                at = end + 1
+                if text[end] == "\n":  # a single-quoted string cannot cross a line
+                    pos = at
+                    break
+    return [_Span(start, end, text[start:end]) for start, end in spans]
 
 
 def _load_lenient(span: str) -> tuple[bool, Any]:
     """Read one span as JSON, then leniently; ``(False, None)`` when nothing works."""
-    attempts = (span, _TRAILING_COMMA_RE.sub(r"\1", span))
-    for attempt in (*attempts, attempts[1].translate(_TYPOGRAPHIC_QUOTES)):
+    trimmed = _TRAILING_COMMA_RE.sub(r"\1", span)
+    typographic = trimmed.translate(_TYPOGRAPHIC_QUOTES)
+    for attempt in dict.fromkeys((span, trimmed, typographic)):  # each distinct text once
         try:
             return True, json.loads(attempt, strict=False)
         except (ValueError, RecursionError):
             pass
-    for attempt in (attempts[1], attempts[1].translate(_TYPOGRAPHIC_QUOTES)):
+    for attempt in dict.fromkeys((trimmed, typographic)):
         if "'" not in attempt and '"' not in attempt:
             break  # nothing a Python literal could add: no strings
         try:
@@ -343,13 +424,16 @@ def _json_values(text: str, *, objects_only: bool = False) -> tuple[list[_JsonVa
     """
     values: list[_JsonValue] = []
     unread: list[_Span] = []
+    loaded: dict[str, tuple[bool, Any]] = {}  # a span written as an earlier one reads the same
     for span in _json_spans(text):
         if objects_only and ":" not in span.text:
             continue
         if len(span.text) == 2:  # [] or {}
             values.append(_JsonValue(span.start, span.end, [] if span.text == "[]" else {}))
             continue
-        ok, value = _load_lenient(span.text)
+        if span.text not in loaded:
+            loaded[span.text] = _load_lenient(span.text)
+        ok, value = loaded[span.text]
         if ok:
             values.append(_JsonValue(span.start, span.end, value))
         else:
@@ -375,7 +459,7 @@ def _keyed(value: Any) -> dict[str, Any]:
     """A JSON object's items under letters-only, lower-case keys ({} for anything else)."""
     if not isinstance(value, dict):
         return {}
-    return {re.sub(r"[^a-z]", "", str(key).casefold()): item for key, item in value.items()}
+    return {_letters(str(key)): item for key, item in value.items()}
 
 
 # --------------------------------------------------------------------------------------------
@@ -386,11 +470,17 @@ _QUOTE_CHARS = "\"'“”‘’`"
 _PLACEHOLDERS = {"", "...", "…", "etc", "tbd", "n/a"}
 
 
+MAX_WRAPPINGS = 16
+"""At most this many layers of emphasis and quotes are taken off an item (``**"red light"**,``
+has three): each layer copies the item, so this keeps a megabyte of ``* *`` linear."""
+MAX_LIST_ITEMS = 2000
+"""A list's first this many items are read (a list of concepts holds a handful)."""
+
+
 def _clean_item(text: str) -> str:
     """Drop markdown emphasis, wrapping quotes and trailing separators from one list item."""
     text = text.strip()
-    previous = None
-    while text != previous:
+    for _ in range(MAX_WRAPPINGS):
         previous = text
         text = text.strip()
         for marker in ("**", "__", "*", "_", "`"):
@@ -399,6 +489,8 @@ def _clean_item(text: str) -> str:
         text = text.rstrip(",;.").strip()
         if len(text) >= 2 and text[0] in _QUOTE_CHARS and text[-1] in _QUOTE_CHARS:
             text = text[1:-1]
+        if text == previous:
+            break
     text = text.replace("**", "").replace("__", "")
     return " ".join(text.split())
 
@@ -409,10 +501,17 @@ def _is_placeholder(text: str) -> bool:
     return value in _PLACEHOLDERS or (value.startswith("<") and value.endswith(">"))
 
 
-def _dedupe(items: list[str], k: int) -> list[str]:
+def _dedupe(raw_items: Iterable[str], k: int, clean: Callable[[str], str] = _clean_item) -> list[str]:
+    """The first ``k`` distinct items that are not placeholders, cleaned, among the first
+    ``MAX_LIST_ITEMS``; an item written exactly as an earlier one is not cleaned again."""
     seen: set[str] = set()
+    read: set[str] = set()
     out: list[str] = []
-    for item in items:
+    for raw in itertools.islice(raw_items, MAX_LIST_ITEMS):
+        if raw in read:
+            continue  # kept or dropped already
+        read.add(raw)
+        item = clean(raw)
         key = " ".join(item.casefold().split())
         if not key or key in seen or _is_placeholder(item):
             continue
@@ -481,8 +580,9 @@ def _concepts_from_json(value: Any) -> list[str] | None:
     return out
 
 
-_LIST_ITEM_RE = re.compile(
-    r"(?P<indent>[ \t]*)(?:[-*•+]|\(?\d{1,2}[.):]|\*\*\d{1,2}[.):]?\*\*|#{1,6}[ \t]?\d{1,2}[.):]?"
+_LIST_ITEM_RE = re.compile(  # (?=(x))\1: an atomic run (the line fails at once if no marker follows)
+    r"(?=(?P<indent>[ \t]*))(?P=indent)"
+    r"(?:[-*•+]|\(?\d{1,2}[.):]|\*\*\d{1,2}[.):]?\*\*|#{1,6}[ \t]?\d{1,2}[.):]?"
     r"|\**concept[ \t]?\d{1,2}[.):]\**)"
     r"[ \t]+(?P<item>\S.*)",
     re.IGNORECASE,
@@ -507,6 +607,11 @@ def _list_item_text(item: str) -> str:
     return _clean_item(item)
 
 
+def _list_concept(item: str) -> str:
+    """A markdown list item as a concept, cleaned."""
+    return _clean_item(_list_item_text(item))
+
+
 @dataclass(frozen=True)
 class _ListBlock:
     start: int
@@ -514,13 +619,14 @@ class _ListBlock:
 
 
 def _list_blocks(text: str) -> list[_ListBlock]:
-    """Blocks of markdown list items (top level only); blank and indented lines do not end a block."""
+    """Blocks of markdown list items (top level only); blank and indented lines do not end a block.
+    Read in the reply's last ``MAX_LINES`` lines."""
     blocks: list[_ListBlock] = []
     current: list[str] = []
     start = 0
     indent: int | None = None
-    offset = 0
-    for line in text.split("\n"):
+    offset = reply_scan.last_lines_start(text, newlines_only=True)
+    for line in text[offset:].split("\n"):
         line_start, offset = offset, offset + len(line) + 1
         match = _LIST_ITEM_RE.fullmatch(line)
         if match is not None:
@@ -548,23 +654,29 @@ def _commentary(text: str, start: int) -> bool:
     return bool(words) and words[0].casefold() in _COMMENTARY
 
 
-_IN_WORD_APOSTROPHE_RE = re.compile(r"(?<=\w)['’](?=\w)|(?<=s)['’](?=[\s,]|$)")
+_IN_WORD_APOSTROPHE_RE = re.compile(r"['’](?:(?<=\w['’])(?=\w)|(?<=s['’])(?=[\s,]|$))")
 """``player's``, ``it’s``, ``players'``: an apostrophe inside a word, no quote."""
 
 
-def _bare_list(text: str, span: _Span) -> list[str] | None:
+def _bare_list(text: str, span: _Span, previous_end: int, next_start: int) -> list[str] | None:
     """``[red traffic light, pedestrian]``: an unquoted list alone on its line (or after a label).
     Items may hold any punctuation but brackets and quotes; apostrophes inside words
-    (``[tennis racket in the player's hand]``) are no quotes."""
+    (``[tennis racket in the player's hand]``) are no quotes. ``previous_end``, ``next_start``:
+    where the bracketed spans before and after it end and start (0 and ``len(text)`` if none), so
+    that the text around each span is looked at once."""
     inner = span.text[1:-1]
-    unquoted = _IN_WORD_APOSTROPHE_RE.sub("", inner)
-    if span.text[0] != "[" or not inner.strip() or any(c in unquoted for c in "[]{}\"'\n“”‘’`"):
+    if span.text[0] != "[" or not inner.strip() or any(c in inner for c in '[]{}"\n“”‘`'):
         return None
-    before = text[: span.start].rsplit("\n", 1)[-1].strip(" \t*_#>")
-    after = text[span.end :].split("\n", 1)[0].strip(" \t*_.")
+    if ("'" in inner or "’" in inner) and any(c in _IN_WORD_APOSTROPHE_RE.sub("", inner) for c in "'’"):
+        return None
+    # the line before it (another span ends with a bracket: text), and after it
+    line_start = text.rfind("\n", previous_end, span.start) + 1 or max(previous_end - 1, 0)
+    before = text[line_start : span.start].strip(" \t*_#>")
+    line_end = text.find("\n", span.end, next_start)
+    after = text[span.end : next_start + 1 if line_end < 0 else line_end].strip(" \t*_.")
     if (before and not before.endswith(":")) or after:
         return None
-    items = [_clean_item(item) for item in inner.split(",")]
+    items = [_clean_item(item) for item in inner.split(",", MAX_LIST_ITEMS)[:MAX_LIST_ITEMS]]
     if not all(items) or any(len(item) > 120 for item in items):
         return None
     return items
@@ -608,23 +720,25 @@ def parse_concepts(text: str, k: int, *, finish_reason: str | None = None) -> Pa
     if problem is not None:
         return problem
     values, unread = _json_values(body)
-    candidates: list[tuple[int, list[str]]] = []
+    candidates: list[tuple[int, list[str], Callable[[str], str]]] = []
     for value in values:
         found = _concepts_from_json(value.value)
         if found is not None and not _commentary(body, value.start):
-            candidates.append((value.start, found))
-    for span in unread:
-        bare = _bare_list(body, span)
+            candidates.append((value.start, found, _clean_item))
+    ends = [0, *(span.end for span in unread)]
+    starts = [*(span.start for span in unread[1:]), len(body)]
+    for span, previous_end, next_start in zip(unread, ends, starts, strict=False):
+        bare = _bare_list(body, span, previous_end, next_start)
         if bare is not None and not _commentary(body, span.start):
-            candidates.append((span.start, bare))
+            candidates.append((span.start, bare, _clean_item))
     latest = max((c[0] for c in candidates), default=-1)
     for block in _list_blocks(body):
         if block.start > latest and not _commentary(body, block.start):
-            candidates.append((block.start, [_list_item_text(item) for item in block.items]))
+            candidates.append((block.start, block.items, _list_concept))
     if not candidates:
         return _missing(body, finish_reason, "no JSON array or list found")
-    _, items = max(candidates, key=lambda c: c[0])
-    concepts = _dedupe([_clean_item(item) for item in items], k)
+    _, items, clean = max(candidates, key=lambda c: c[0])
+    concepts = _dedupe(items, k, clean)
     if not concepts:
         return Unparsed("concept list is empty")
     return Parsed(concepts)
@@ -648,15 +762,27 @@ _FIELDS = ("concept", "keep", "change", "how", "constraints")
 
 
 def _field_name(key: object) -> str | None:
-    return _FIELD_ALIASES.get(re.sub(r"[^a-z]", "", str(key).casefold()))
+    return _FIELD_ALIASES.get(_letters(str(key)))
 
 
 def _field_text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, (list, tuple)):
-        return "; ".join(_field_text(item) for item in value if _field_text(item))
-    return " ".join(str(value).split())
+    """A JSON field as one line; the items of (nested) lists joined by ``"; "``, empty ones left out."""
+    if not isinstance(value, (list, tuple)):
+        return "" if value is None else " ".join(str(value).split())
+    parts: list[str] = []
+    nested = [iter(value)]  # without recursion: a list may be nested as deep as JSON allows
+    while nested:
+        item = next(nested[-1], _END)
+        if item is _END:
+            nested.pop()
+        elif isinstance(item, (list, tuple)):
+            nested.append(iter(item))
+        elif text := _field_text(item):
+            parts.append(text)
+    return "; ".join(parts)
+
+
+_END = object()
 
 
 def _instruction_dicts(value: Any) -> list[dict[str, Any]] | None:
@@ -698,16 +824,22 @@ def _build_instructions(raw: list[dict[str, str]], n: int) -> ParseResult[list[E
 
 
 _LABELS = r"keep|changes?|how|constraints?|concept"
+# The runs before the label are taken whole, as atomic groups would (``(?=(x*))\1``: a lookahead
+# is never backtracked into): written as plain runs, ``[ \t>]*`` and ``[*_ \t]*`` share spaces, and
+# a line of spaces without a label took time quadratic in its length to fail.
 _LABEL_LINE_RE = re.compile(
-    r"[ \t>]*(?:[-*•+][ \t]+|\d{1,2}[.)][ \t]+)?(?:#{1,6}[ \t]?)?[*_ \t]*"
+    r"(?=(?P<r1>[ \t>]*))(?P=r1)(?:[-*•+](?=(?P<r2>[ \t]+))(?P=r2)|\d{1,2}[.)](?=(?P<r3>[ \t]+))(?P=r3))?"
+    r"(?:#{1,6}[ \t]?)?(?=(?P<r4>[*_ \t]*))(?P=r4)"
     rf"(?P<label>{_LABELS})[ \t]?(?:\([^()\n]{{0,60}}\))?"
-    r"[*_ \t]*[:：][*_]*"
+    r"(?=(?P<r5>[*_ \t]*))(?P=r5)[:：][*_]*"
     r"(?P<value>.*)",
     re.IGNORECASE,
 )
-_INLINE_LABEL_RE = re.compile(rf"(?<![A-Za-z])(?:{_LABELS})[*_ \t]*[:：]", re.IGNORECASE)
-_EDIT_HEADER_RE = re.compile(
-    r"[ \t>#*_-]*(?:edit|instruction|step)[ \t]?(?:#|no\.?)?[ \t]?\d{1,2}\b(?P<rest>.*)",
+_INLINE_LABELS = reply_scan.Labels(
+    reply_scan.word_alternation(_LABELS.split("|"), "[a-z]") + r"(?=([*_ \t]*))\1[:：]"
+)
+_EDIT_HEADER_RE = re.compile(  # the leading run atomic: (?=(x))\1
+    r"(?=([ \t>#*_-]*))\1(?:edit|instruction|step)[ \t]?(?:#|no\.?)?[ \t]?\d{1,2}\b(?P<rest>.*)",
     re.IGNORECASE,
 )
 _FOR_RE = re.compile(r"\bfor[ \t]+(?P<concept>.+)", re.IGNORECASE)
@@ -715,7 +847,9 @@ _FOR_RE = re.compile(r"\bfor[ \t]+(?P<concept>.+)", re.IGNORECASE)
 
 def _split_inline(line: str) -> list[str]:
     """``1. For [x], Keep: … Change: … How: …`` → a ``Concept:`` line and one line per label."""
-    labels = list(_INLINE_LABEL_RE.finditer(line))
+    # the first MAX_LINES + 1 labels give the first MAX_LINES parts, all that is read
+    found = _INLINE_LABELS.folded.finditer(reply_scan.fold(line))
+    labels = list(itertools.islice(found, reply_scan.MAX_LINES + 1))
     if len(labels) < 2:
         return [line]
     head = line[: labels[0].start()]
@@ -740,12 +874,15 @@ def _text_instructions(body: str) -> list[dict[str, str]]:
     """Labelled text form, split into edits.
 
     A new edit starts at an ``Edit N`` header or at a repeated label; in a reply without headers
-    also at a label that goes back in the order concept, keep, change, how, constraints.
+    also at a label that goes back in the order concept, keep, change, how, constraints. Read in
+    the reply's first ``MAX_LINES`` lines (a line holding several labels counts as one per label).
     """
-    lines = [part for line in body.splitlines() for part in _split_inline(line)]
+    window = body[: reply_scan.first_lines_end(body)].splitlines()
+    parts = (part for line in window for part in _split_inline(line))
+    lines = list(itertools.islice(parts, reply_scan.MAX_LINES))
     by_order = not any(_EDIT_HEADER_RE.fullmatch(line) for line in lines)
     edits: list[dict[str, str]] = []
-    current: dict[str, str] = {}
+    current: dict[str, list[str]] = {}  # the field's value, line by line (joined once: linear)
     last_field: str | None = None
     for line in lines:
         label = _LABEL_LINE_RE.fullmatch(line)
@@ -753,38 +890,43 @@ def _text_instructions(body: str) -> list[dict[str, str]]:
             name = _FIELD_ALIASES[label.group("label").casefold()]
             backwards = by_order and any(_FIELDS.index(seen) > _FIELDS.index(name) for seen in current)
             if name in current or backwards:
-                edits.append(current)
+                edits.append(_joined(current))
                 current = {}
-            current[name] = _clean_value(label.group("value"))
+            current[name] = [_clean_value(label.group("value"))]
             last_field = name
             continue
         header = _EDIT_HEADER_RE.fullmatch(line)
         if header is not None:
             if current:
-                edits.append(current)
+                edits.append(_joined(current))
             current, last_field = {}, None
             rest = header.group("rest").lstrip(" \t:*_.)-–—")
             inline = _LABEL_LINE_RE.fullmatch(rest)
             if inline is not None:  # "Edit 1: Keep: ..." on one line
                 name = _FIELD_ALIASES[inline.group("label").casefold()]
-                current[name] = _clean_value(inline.group("value"))
+                current[name] = [_clean_value(inline.group("value"))]
                 last_field = name
                 continue
             concept = header.group("rest").strip(" \t:*_().-–—")
             if concept[:8].casefold().startswith("concept"):
                 concept = concept[7:].lstrip(" \t:")
             if concept:
-                current["concept"] = _clean_value(concept)
+                current["concept"] = [_clean_value(concept)]
             continue
         stripped = line.strip()
         if stripped.startswith("```") or not stripped:
             last_field = None if not stripped else last_field
             continue
         if last_field is not None:  # continuation of a multi-line value
-            current[last_field] = f"{current[last_field]} {_clean_value(stripped)}".strip()
+            current[last_field].append(_clean_value(stripped))
     if current:
-        edits.append(current)
+        edits.append(_joined(current))
     return _complete_chain([edit for edit in edits if set(edit) - {"concept"}])
+
+
+def _joined(fields: dict[str, list[str]]) -> dict[str, str]:
+    """An edit's fields, each value's lines joined by spaces (empty ones left out)."""
+    return {name: " ".join(line for line in lines if line) for name, lines in fields.items()}
 
 
 def _complete_chain(edits: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -859,7 +1001,7 @@ def parse_instructions(
     found = [d for d in (_instruction_dicts(v.value) for v in values) if d is not None]
     if found:
         raw: list[dict[str, str]] = []
-        for obj in found[-1]:
+        for obj in found[-1][:n]:  # the first n edits are read
             fields: dict[str, str] = {}
             for key, value in obj.items():
                 name = _field_name(key)
@@ -879,14 +1021,15 @@ def parse_instructions(
 
 _TYPE_KEYS = ("type", "edittype", "edit", "kind", "operation", "action")
 _TARGET_KEYS = ("target", "object", "targetobject", "subject", "noun")
-_TARGET_LABEL_RE = re.compile(
-    r"(?<![A-Za-z0-9_])(?:(?:edit[ _]?)?(?:type|kind|operation|action)|target[ _]?object|target|object)"
-    r"(?![A-Za-z0-9_])",
-    re.IGNORECASE,
+_TARGET_WORDS = (  # (?:edit[ _]?)?(?:type|kind|operation|action)|target[ _]?object|target|object
+    "edit[ _]?(?:type|kind|operation|action)",
+    *("type", "kind", "operation", "action"),
+    *("target[ _]?object", "target", "object"),
 )
-_BARE_RE = re.compile(
-    r"[ \t*_`\"'(]*(?P<type>ADD|MODIFY|REMOVE)[ \t*_`\"']*[:,\-–—][ \t]*(?P<value>\S.*)",
-    re.IGNORECASE,
+_TARGET_LABELS = reply_scan.Labels(reply_scan.word_alternation(_TARGET_WORDS, "[a-z0-9_]") + "(?![a-z0-9_])")
+_BARE_RE = re.compile(  # a whole line (MULTILINE ^ and $), its leading run atomic
+    r"^(?=([ \t*_`\"'(]*))\1(?P<type>ADD|MODIFY|REMOVE)[ \t*_`\"']*[:,\-–—][ \t]*(?P<value>\S.*)$",
+    re.IGNORECASE | re.MULTILINE,
 )
 _LEADING_ARTICLE_RE = re.compile(r"(?:the|a|an)[ \t]+", re.IGNORECASE)
 
@@ -896,18 +1039,26 @@ def _target_label(label: str) -> str:
     return "target" if word.startswith(("target", "object")) else "type"
 
 
-def _read_target_value(text: str, pos: int) -> tuple[str, int] | None:
-    """The rest of the line, up to the next ``Type:``/``Target:`` label on it."""
-    end = text.find("\n", pos)
-    end = len(text) if end == -1 else end
-    search = pos
-    while (label := _TARGET_LABEL_RE.search(text, search, end)) is not None:
-        if reply_scan.after_separator(text, label.end()) is not None:
-            end = label.start()
-            break
-        search = label.end()
-    value = text[pos:end]
-    return (value, end) if value.strip(" \t,;|") else None
+def _target_value_reader(folded: str) -> reply_scan.ValueReader:
+    """A reader of target values in the reply whose ``fold`` is ``folded``: the rest of the line,
+    up to the next ``Type:``/``Target:`` label on it."""
+    line_end = -1  # the end of the line last read, found once per line
+
+    def read(text: str, pos: int) -> tuple[str, int] | None:
+        nonlocal line_end
+        if line_end < pos:
+            line_end = text.find("\n", pos)
+            line_end = len(text) if line_end == -1 else line_end
+        end, search = line_end, pos
+        while (label := _TARGET_LABELS.folded.search(folded, search, line_end)) is not None:
+            if reply_scan.after_separator(text, label.end()) is not None:
+                end = label.start()
+                break
+            search = label.end()
+        value = text[pos:end]
+        return (value, end) if value.strip(" \t,;|") else None
+
+    return read
 
 
 def _clean_target(value: str) -> str:
@@ -918,7 +1069,9 @@ def _clean_target(value: str) -> str:
 
 def _text_targets(body: str, values: list[_JsonValue]) -> list[Block]:
     """``Type:``/``Target:`` statements outside JSON (a target ends where the next label starts)."""
-    found = _outside(reply_scan.scan(body, _TARGET_LABEL_RE, _target_label, _read_target_value), values)
+    folded = reply_scan.fold(body)
+    read = _target_value_reader(folded)
+    found = _outside(reply_scan.scan(body, _TARGET_LABELS, _target_label, read, folded=folded), values)
     cut: list[Statement] = []
     for statement, following in zip(found, [*found[1:], None], strict=False):
         end = statement.end if following is None else min(statement.end, following.start)
@@ -978,12 +1131,8 @@ def parse_edit_target(text: str, *, finish_reason: str | None = None) -> ParseRe
     for block in outside if any(b.has(("type", "target")) for b in outside) else statements_blocks:
         if block.has(("type", "target")):
             candidates.append((block.start, block.fields["type"].value, block.fields["target"].value))
-    offset = 0
-    for line in body.split("\n"):
-        bare = _BARE_RE.fullmatch(line)
-        if bare is not None:
-            candidates.append((offset, bare.group("type"), bare.group("value")))
-        offset += len(line) + 1
+    for bare in _BARE_RE.finditer(body):  # a line that is only "MODIFY: traffic light"
+        candidates.append((bare.start(), bare.group("type"), bare.group("value")))
     if not candidates:
         types = any("type" in b.fields for b in statements_blocks)
         targets = any("target" in b.fields for b in statements_blocks)
@@ -1009,11 +1158,8 @@ def parse_edit_target(text: str, *, finish_reason: str | None = None) -> ParseRe
 # Judgements
 # --------------------------------------------------------------------------------------------
 
-_BINARY_LABEL_RE = re.compile(
-    r"(?<![A-Za-z0-9_])(?:AC|EF|CCS|PCS|NCC|answer[ _-]consistency|explanation[ _-]faithfulness)"
-    r"(?![A-Za-z0-9_])",
-    re.IGNORECASE,
-)
+_BINARY_WORDS = ("ac", "ef", "ccs", "pcs", "ncc", "answer[ _-]consistency", "explanation[ _-]faithfulness")
+_BINARY_LABELS = reply_scan.Labels(reply_scan.word_alternation(_BINARY_WORDS, "[a-z0-9_]") + "(?![a-z0-9_])")
 _BINARY_NAMES = {
     "ac": "ac",
     "pcs": "ac",
@@ -1027,16 +1173,21 @@ _BINARY_REASON_KEYS = {
     "ac": ("acreason", "pcsreason", "answerconsistencyreason", "acreasoning"),
     "ef": ("efreason", "nccreason", "explanationfaithfulnessreason", "efreasoning"),
 }
-_REASON_LABEL_RE = re.compile(
-    r"(?<![A-Za-z0-9])(?:(?P<who>AC|EF|PCS|NCC|answer[ _-]consistency|explanation[ _-]faithfulness)[ _-]?)?"
-    r"(?:reason|reasoning|justification|rationale)(?![A-Za-z0-9])",
-    re.IGNORECASE,
+_REASON_LABELS = reply_scan.Labels(
+    r"(?<![a-z0-9])(?:(?P<who>ac|ef|pcs|ncc|answer[ _-]consistency|explanation[ _-]faithfulness)[ _-]?)?"
+    r"(?:reason|reasoning|justification|rationale)(?![a-z0-9])"
 )
-_REASON_VALUE_RE = re.compile(r"[ \t*_]*[:=][ \t*_]*(?P<v>[^\n]*)")
+_REASON_WORD_RE = re.compile(r"(?:reason|reasoning|justification|rationale)(?![a-z0-9])")
+"""The word every reason label ends with, searched for first (at C speed: it starts with a
+literal), in a folded reply."""
+_REASON_LABEL_REACH = 26
+"""How far before its word a reason label can start (``explanation faithfulness reason``)."""
+_REASON_SEPARATOR_RE = re.compile(r"[ \t*_]*[:=][ \t*_]*")
 
 
+@functools.lru_cache(maxsize=256)
 def _binary_label(label: str) -> str | None:
-    return _BINARY_NAMES.get(re.sub(r"[^a-z]", "", label.casefold()))
+    return _BINARY_NAMES.get(_letters(label))
 
 
 def _binary_value(raw: str) -> int | str:
@@ -1112,7 +1263,7 @@ _Accept = Callable[[str, int], bool]
 
 
 def _text_verdicts(
-    body: str, labels: re.Pattern[str], canon: _Canon, values: list[_JsonValue], accept: _Accept | None
+    body: str, labels: reply_scan.Labels, canon: _Canon, values: list[_JsonValue], accept: _Accept | None
 ) -> tuple[list[Block], list[Block]]:
     """Blocks of labelled scores outside JSON: (those outside quotes and asides, all)."""
     found = reply_scan.scan(body, labels, canon, reply_scan.read_score, accept)
@@ -1123,7 +1274,7 @@ def _text_verdicts(
 
 def _last_verdict(
     body: str,
-    labels: re.Pattern[str],
+    labels: reply_scan.Labels,
     canon: _Canon,
     required: tuple[str, ...],
     json_names: dict[str, str],
@@ -1147,17 +1298,33 @@ def _last_verdict(
     return None, every
 
 
-def _reason_before(body: str, end: int, who: str) -> str:
-    """The last ``<who> reason:`` line starting before ``end`` ("" for the plain ``REASON:``)."""
-    found = ""
-    for match in _REASON_LABEL_RE.finditer(body, 0, end):
-        label_who = _binary_label(match.group("who") or "") or ""
-        if label_who != who:
+def _reasons_before(body: str, end: int, whos: tuple[str, ...]) -> dict[str, str]:
+    """For each of ``whos``, the value of the last ``<who> reason:`` line starting before ``end``
+    ("" for the plain ``REASON:``), among the last ``MAX_LABELS`` reason words: read from the last.
+
+    A label ends with its word (``reason``...) and starts at most ``_REASON_LABEL_REACH``
+    characters before it, after the word before it: searched for there, it is the label a scan
+    of the whole reply finds."""
+    found: dict[str, str] = {}
+    folded = reply_scan.fold(body[:end])
+    words = deque(_REASON_WORD_RE.finditer(folded), maxlen=reply_scan.MAX_LABELS)
+    for index in range(len(words) - 1, -1, -1):
+        word = words[index]
+        after_previous = words[index - 1].end() if index else 0
+        lo = max(after_previous, word.start() - _REASON_LABEL_REACH)
+        match = _REASON_LABELS.folded.search(folded, lo, word.end())
+        if match is None:
             continue
-        value = _REASON_VALUE_RE.match(body, match.end())
-        if value is not None:
-            found = value.group("v")
-    return _clean_value(found)
+        who = _binary_label(body[match.start("who") : match.end("who")]) or ""
+        if who not in whos or who in found:
+            continue
+        separator = _REASON_SEPARATOR_RE.match(body, match.end())
+        if separator is not None:
+            line_end = body.find("\n", separator.end())
+            found[who] = _clean_value(body[separator.end() : len(body) if line_end < 0 else line_end])
+            if len(found) == len(whos):
+                break
+    return {who: found.get(who, "") for who in whos}
 
 
 def parse_binary_judgement(text: str, *, finish_reason: str | None = None) -> ParseResult[BinaryJudgement]:
@@ -1187,7 +1354,7 @@ def parse_binary_judgement(text: str, *, finish_reason: str | None = None) -> Pa
     if problem is not None:
         return problem
     verdict, text_blocks = _last_verdict(
-        body, _BINARY_LABEL_RE, _binary_label, ("ac", "ef"), _BINARY_NAMES, _BINARY_REASON_KEYS
+        body, _BINARY_LABELS, _binary_label, ("ac", "ef"), _BINARY_NAMES, _BINARY_REASON_KEYS
     )
     if verdict is None:
         stated = {name for block in text_blocks for name in block.fields}
@@ -1210,9 +1377,8 @@ def parse_binary_judgement(text: str, *, finish_reason: str | None = None) -> Pa
             notes.append(f"model's CCS {model_ccs}; recomputed as AC·EF = {ccs}")
         elif model_ccs != ccs:
             notes.append(f"model's CCS {model_ccs} disagrees with AC·EF = {ccs}; recomputed")
-    reasons = {
-        who: verdict.reasons.get(who) or _reason_before(body, verdict.end, who) for who in ("ac", "ef")
-    }
+    missing = tuple(who for who in ("ac", "ef") if not verdict.reasons.get(who))
+    reasons = {**verdict.reasons, **_reasons_before(body, verdict.end, missing)}
     return Parsed(
         BinaryJudgement(
             ac=ac, ef=ef, ccs=ccs, ac_reason=reasons["ac"], ef_reason=reasons["ef"], note="; ".join(notes)
@@ -1220,7 +1386,9 @@ def parse_binary_judgement(text: str, *, finish_reason: str | None = None) -> Pa
     )
 
 
-_GRADED_LABEL_RE = re.compile(r"(?<![A-Za-z0-9_])(?:scores?|rating|grade|CCS)(?![A-Za-z0-9_])", re.IGNORECASE)
+_GRADED_LABELS = reply_scan.Labels(
+    reply_scan.word_alternation(("scores?", "rating", "grade", "ccs"), "[a-z0-9_]") + "(?![a-z0-9_])"
+)
 _GRADED_PREFIXES = frozenset(
     [
         "final",
@@ -1279,7 +1447,7 @@ def parse_graded_judgement(text: str, *, finish_reason: str | None = None) -> Pa
         return problem
     verdict, _ = _last_verdict(
         body,
-        _GRADED_LABEL_RE,
+        _GRADED_LABELS,
         lambda label: "score",
         ("score",),
         _GRADED_JSON_NAMES,
@@ -1302,7 +1470,7 @@ def parse_graded_judgement(text: str, *, finish_reason: str | None = None) -> Pa
     if not value.is_integer():
         return Unparsed(f"score {parts[0]} is not a whole number")
     score = int(value)
-    reason = verdict.reasons.get("") or _reason_before(body, verdict.end, "")
+    reason = verdict.reasons.get("") or _reasons_before(body, verdict.end, ("",))[""]
     return Parsed(GradedJudgement(score=score, normalised=(score - 1) / 4, reason=reason))
 
 

@@ -12,14 +12,14 @@ run on the built benchmark: ``data: {source: dataset}`` without a ``path``, so t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from edct_task.config import RunConfig, config_from_dict, load_config
+from edct_task.config import MAX_CONFIG_BYTES, RunConfig, config_from_dict, load_config
 from edct_task.core.errors import ConfigError
+from edct_task.core.inputs import InputFileError, read_yaml
 
 PRESET_PACKAGE = "model_adapters"
 PRESET_FOLDER = "presets"
@@ -81,19 +81,22 @@ def preset_description(name_or_path: str | Path) -> str:
 def preset_raw(name_or_path: str | Path) -> dict[str, Any]:
     """The preset's YAML as a mapping (not validated; anchors resolved)."""
     path = preset_path(name_or_path)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+    try:  # the one YAML reader: bounded, YAML 1.2 booleans (core.inputs.load_yaml)
+        raw = read_yaml(path, MAX_CONFIG_BYTES) or {}
+    except InputFileError as exc:
+        raise ConfigError(f"config file {exc}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"config file {path} must hold a mapping at the top level")
     return raw
 
 
-def load_preset(name_or_path: str | Path, overrides: list[str] | None = None) -> RunConfig:
+def load_preset(
+    name_or_path: str | Path, overrides: list[str] | None = None, flags: Mapping[str, str] | None = None
+) -> RunConfig:
     """A shipped preset (by name) or a YAML config file (by path) as a validated ``RunConfig``,
-    with ``dotted.key=value`` overrides applied. Nothing is built and no model is contacted."""
+    with ``dotted.key=value`` overrides applied (``flags``: ``config.config_from_dict``). Nothing is
+    built and no model is contacted."""
     path = Path(name_or_path)
     if path.is_file():
-        return load_config(path, overrides)
-    return config_from_dict(preset_raw(name_or_path), overrides)
+        return load_config(path, overrides, flags)
+    return config_from_dict(preset_raw(name_or_path), overrides, flags)

@@ -9,10 +9,17 @@ Linear time, by construction: labels are found by a regex of plain alternatives;
 a label is read by hand or by patterns whose unbounded runs are single character classes that
 never sit next to another run over the same characters; every scan moves forward only. No reply,
 however padded with spaces, tabs, brackets or tags, can make a pattern backtrack over itself.
+
+Fast as well as linear: labels are searched for in a lower-cased copy of the reply (``fold``) by
+patterns without ``re.IGNORECASE``, which the regex engine scans several times faster; and what
+costs a step in Python per line, label or cell is bounded (``MAX_LABELS``, ``MAX_LINES``,
+``MAX_CELLS``: a reply's last 2,000 labels and lines, a table row's first 32 cells), so a megabyte
+of any one character, or of a short pattern repeated, parses in a fraction of a second.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -20,6 +27,80 @@ from dataclasses import dataclass, replace
 
 ValueReader = Callable[[str, int], "tuple[str, int] | None"]
 """``(text, position) -> (raw value, end)`` of the value starting at ``position``, or None."""
+
+
+def fold(text: str) -> str:
+    """``text`` lower-cased character by character, as long as ``text``: a pattern of lower-case
+    ASCII compiled without ``re.IGNORECASE`` finds in it what the same pattern compiled with it
+    finds in ``text``, at the same offsets.
+
+    ``str.lower`` keeps the length except for ``İ`` (two characters); the non-ASCII letters that
+    ``re.IGNORECASE`` matches to ASCII ones (``İ ı`` → i, ``ſ`` → s, the Kelvin sign → k) are
+    written as those.
+    """
+    if text.isascii():
+        return text.lower()
+    return text.replace("İ", "i").lower().replace("ı", "i").replace("ſ", "s")
+
+
+class Labels:
+    """A pattern of labels written in lower-case ASCII, compiled twice: ``folded`` to search a
+    reply's ``fold`` (fast), ``anycase`` (``re.IGNORECASE``) to match a short piece of text as it is."""
+
+    def __init__(self, pattern: str) -> None:
+        self.folded = re.compile(pattern)
+        self.anycase = re.compile(pattern, re.IGNORECASE)
+
+
+def word_alternation(words: Sequence[str], not_after: str) -> str:
+    """``(?<!not_after)(?:word|word|...)`` written so that the regex engine searches it fast.
+
+    ``words``: regex fragments, each starting with a lower-case letter. They are grouped by that
+    letter, each group written as the letter, then the lookbehind (``a(?<!X a)...``): a pattern
+    that starts with an alternation of literals is skipped through at C speed to the letters it
+    can start with, while one that starts with a lookbehind is tried at every position. The words
+    keep their order within a letter, and words with different first letters never match at the
+    same place, so the pattern finds the same words at the same places.
+    """
+    by_letter: dict[str, list[str]] = {}
+    for word in words:
+        by_letter.setdefault(word[0], []).append(word[1:])
+    groups = [f"{letter}(?<!{not_after}{letter})(?:{'|'.join(rests)})" for letter, rests in by_letter.items()]
+    return f"(?:{'|'.join(groups)})"
+
+
+MAX_LINES = 2000
+"""The readers that take a step in Python per line (markdown lists, tables, labelled edit
+instructions) read at most this many lines of a reply: its last ones, or its first ones for the
+instructions, which a chain lists from its start. Counted as ``str.splitlines`` counts them."""
+_LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+# one break ("\\r\\n" is one), written to start with a character class: the engine skips to it
+_LINE_BREAK_RE = re.compile(f"[{_LINE_BREAKS}](?:(?<=\\r)\\n)?")
+_LINE_BREAK_BACKWARDS_RE = re.compile(f"[{_LINE_BREAKS}](?:(?<=\\n)\\r)?")  # in a reversed text
+_NEWLINE_RE = re.compile("\n")
+
+
+def last_lines_start(text: str, count: int = MAX_LINES, *, newlines_only: bool = False) -> int:
+    """Where the last ``count`` lines of ``text`` start (0 when it has no more); lines end where
+    ``str.splitlines`` ends them, or, with ``newlines_only``, at ``"\\n"`` (``str.split("\\n")``)."""
+    if len(text) <= count:
+        return 0
+    breaks = (_NEWLINE_RE if newlines_only else _LINE_BREAK_BACKWARDS_RE).finditer(text[::-1])
+    # the count-th break from the end ends the line before the last `count` ones; a break that
+    # ends the text starts no line for splitlines, an empty one for split
+    ends_with_break = text[-1] in ("\n" if newlines_only else _LINE_BREAKS)
+    skip = count if ends_with_break and not newlines_only else count - 1
+    before = next(itertools.islice(breaks, skip, None), None)
+    return 0 if before is None else len(text) - before.start()
+
+
+def first_lines_end(text: str, count: int = MAX_LINES) -> int:
+    """Where the first ``count`` lines of ``text`` (as ``str.splitlines`` counts them) end, their
+    last line break included."""
+    if len(text) <= count:
+        return len(text)
+    after = next(itertools.islice(_LINE_BREAK_RE.finditer(text), count - 1, None), None)
+    return len(text) if after is None else after.end()
 
 
 @dataclass(frozen=True)
@@ -107,22 +188,24 @@ work on a pathological reply that repeats a label a hundred thousand times."""
 
 def scan(
     text: str,
-    labels: re.Pattern[str],
+    labels: Labels,
     canon: Callable[[str], str | None],
     read: ValueReader,
     accept: Callable[[str, int], bool] | None = None,
+    folded: str | None = None,
 ) -> list[Statement]:
     """Every statement ``label <separator> value`` in ``text``, in order, not overlapping.
 
     ``accept(text, start)``: whether a label found at ``start`` is one (e.g. not after a foreign
-    qualifier).
+    qualifier). ``folded``: ``fold(text)``, when the caller has it already.
     """
     out: list[Statement] = []
     taken = 0
-    for match in deque(labels.finditer(text), maxlen=MAX_LABELS):
+    found = labels.folded.finditer(fold(text) if folded is None else folded)
+    for match in deque(found, maxlen=MAX_LABELS):
         if match.start() < taken or (accept is not None and not accept(text, match.start())):
             continue
-        name = canon(match.group(0))
+        name = canon(text[match.start() : match.end()])
         if name is None:
             continue
         start = after_separator(text, match.end())
@@ -140,29 +223,44 @@ def scan(
 _CELL_DECOR = " \t*_`\"'"
 
 
+MAX_CELLS = 32
+"""A table row's first this many cells are read (a verdict table has a handful of columns)."""
+_NOT_RULE_RE = re.compile(r"[^-:|\s]")
+_RULE_GAP_RE = re.compile(r"[-:] *[^\S ]\s*[-:]")
+"""Whitespace other than spaces between the dashes of one cell (``-\t-``): not a rule cell."""
+
+
+def _rule_row(cells: list[str]) -> bool:
+    """Every cell is blank or dashes, colons and spaces (the ``|---|:---:|`` line under a header)."""
+    joined = "|".join(cells)  # a cell holds no "|", so a match cannot span two cells
+    return _NOT_RULE_RE.search(joined) is None and _RULE_GAP_RE.search(joined) is None
+
+
 def table_statements(
-    text: str, labels: re.Pattern[str], canon: Callable[[str], str | None], read: ValueReader
+    text: str, labels: Labels, canon: Callable[[str], str | None], read: ValueReader
 ) -> list[Statement]:
     """Statements of markdown tables laid out horizontally: a header row of labels, a row of values.
 
     ``| AC | EF | CCS |`` / ``|---|---|---|`` / ``| 1 | 0 | 0 |`` gives AC 1, EF 0, CCS 0. Rows
     laid out vertically (``| AC | 1 |``) are ordinary statements with ``|`` as the separator.
+    Tables are read in the reply's last ``MAX_LINES`` lines, in each row's first ``MAX_CELLS``
+    cells; the last ``MAX_LABELS`` statements are kept.
     """
     out: list[Statement] = []
     header: dict[int, str] | None = None
-    offset = 0
-    for line in text.splitlines(keepends=True):
+    offset = last_lines_start(text)
+    for line in text[offset:].splitlines(keepends=True):
         start, offset = offset, offset + len(line)
         stripped = line.strip()
         if not stripped.startswith("|"):
             header = None
             continue
-        cells = stripped.strip("|").split("|")
-        if header is not None and all(set(c.strip()) <= set("-: ") for c in cells):
+        cells = stripped.strip("|").split("|", MAX_CELLS)[:MAX_CELLS]
+        if header is not None and _rule_row(cells):
             continue  # the |---| line under the header
         names = {}
         for index, cell in enumerate(cells):
-            label = labels.fullmatch(cell.strip(_CELL_DECOR))
+            label = labels.anycase.fullmatch(cell.strip(_CELL_DECOR))
             if label is not None and canon(label.group(0)) is not None:
                 names[index] = canon(label.group(0))
         if len(names) >= 2:
@@ -178,7 +276,7 @@ def table_statements(
                     out.append(Statement(header[index], column_start, column_start + len(cell), value[0]))
             column_start += len(cell) + 1
         header = None
-    return out
+    return out[-MAX_LABELS:]
 
 
 def mark_enclosed(text: str, statements: Sequence[Statement]) -> list[Statement]:
@@ -269,14 +367,22 @@ def line_before(text: str, pos: int, limit: int = 200) -> str:
 
 
 __all__ = [
+    "MAX_CELLS",
+    "MAX_LABELS",
+    "MAX_LINES",
     "Block",
+    "Labels",
     "Statement",
     "after_separator",
     "blocks",
+    "first_lines_end",
+    "fold",
+    "last_lines_start",
     "line_before",
     "looks_refused",
     "mark_enclosed",
     "read_score",
     "scan",
     "table_statements",
+    "word_alternation",
 ]

@@ -1,8 +1,11 @@
 """Roles → backends (cf. inspect_ai model roles).
 
 A run names one backend per role in its configuration; ``build_roles`` turns that into live
-objects. Factories are registered by name and import optional dependencies inside themselves,
-so a missing extra fails only when that backend is asked for, with a message that says so.
+objects. Each backend has one ``BackendRecord`` next to its code; ``registry()`` collects them
+(this module's calibration backends, each package's ``RECORDS``, the ``edct_bench.backends``
+entry points). Factories import optional dependencies inside themselves, so a missing extra fails
+only when that backend is asked for, with a message that says so; a paid backend is built behind
+the cost ceiling (``build_backend``).
 
 Roles: ``target`` (VisionChatModel), ``extractor`` and ``judge`` (TextModel; the extractor also
 writes the edit instructions), ``edit_parser`` (TextModel, optional: the rule-based parser is the
@@ -13,15 +16,22 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
+from edct_task.core.entry_points import records_of
 from edct_task.core.errors import ConfigError
 from model_adapters import factories as adapter_factories
 from model_adapters.contracts import ImageEditor, TextModel, VisionChatModel
+from model_adapters.cost_ceiling import CEILING_OPTIONS, with_ceiling
 from model_adapters.errors import OptionsError
 from verification import factories as verification_factories
+from verification.backends import KINDS, BackendOptions, BackendRecord, Latency
 from verification.localization import MaskProvider
 
 Options = Mapping[str, Any]
@@ -43,11 +53,40 @@ HEADER_OPTIONS = ("headers", "extra_headers", "default_headers")
 HEADER_VALUE_NOT_RECORDED = "<not recorded>"
 
 
+class ReferenceOptions(BackendOptions):
+    """``calibration-reference``: the calibration world's reference VLM (known truth)."""
+
+    behavior: str = Field(
+        "faithful", description="How it answers: faithful, prior, … (edct_task.calibration)."
+    )
+    latency_s: float | None = Field(
+        None, ge=0, description="Seconds it sleeps per batch (driver benchmarks)."
+    )
+
+
+class RulesOptions(BackendOptions):
+    """``calibration-rules``: the calibration world's rule-based extractor, judge and edit parser."""
+
+    latency_s: float | None = Field(None, ge=0, description="Seconds it sleeps per call (driver benchmarks).")
+
+
+class SceneEditorOptions(BackendOptions):
+    """``calibration-editor``: the calibration world's scene renderer as the editor."""
+
+    degradation: dict[str, Any] | None = Field(
+        None, description="Edits it gets wrong on purpose (edct_task.calibration.Degradation's fields)."
+    )
+    latency_s: float | None = Field(None, ge=0, description="Seconds it sleeps per edit (driver benchmarks).")
+
+
+class OracleOptions(BackendOptions):
+    """``calibration-oracle``: the calibration world's true masks (no options)."""
+
+
 def _calibration_target(options: Options) -> VisionChatModel:
     from edct_task.calibration import ReferenceVLM
     from edct_task.latency import DelayedChat
 
-    _only(options, {"behavior", "latency_s"}, "calibration-reference")
     model = ReferenceVLM(str(options.get("behavior", "faithful")))
     return DelayedChat(model, options["latency_s"]) if options.get("latency_s") else model
 
@@ -56,7 +95,6 @@ def _calibration_text(options: Options) -> TextModel:
     from edct_task.calibration import RuleBasedLLM
     from edct_task.latency import DelayedText
 
-    _only(options, {"latency_s"}, "calibration-rules")
     model = RuleBasedLLM()
     return DelayedText(model, options["latency_s"]) if options.get("latency_s") else model
 
@@ -65,7 +103,6 @@ def _calibration_editor(options: Options) -> ImageEditor:
     from edct_task.calibration import Degradation, SceneEditor
     from edct_task.latency import DelayedEditor
 
-    _only(options, {"degradation", "latency_s"}, "calibration-editor")
     degradation = options.get("degradation")
     editor = SceneEditor(Degradation(**degradation) if degradation else None)
     return DelayedEditor(editor, options["latency_s"]) if options.get("latency_s") else editor
@@ -74,45 +111,128 @@ def _calibration_editor(options: Options) -> ImageEditor:
 def _calibration_oracle(options: Options) -> MaskProvider:
     from edct_task.calibration import OracleMaskProvider
 
-    _only(options, set(), "calibration-oracle")
     return OracleMaskProvider()
 
 
-def _only(options: Options, allowed: set[str], backend: str) -> None:
-    extra = sorted(set(options) - allowed)
-    if extra:
-        known = ", ".join(sorted(allowed)) or "none"
-        raise ConfigError(f"backend {backend!r} does not take option(s) {', '.join(extra)} (known: {known})")
+CALIBRATION_RECORDS = (
+    BackendRecord(
+        "target",
+        "calibration-reference",
+        _calibration_target,
+        ReferenceOptions,
+        Latency(0.0, cpu=0.005, note="in-process, 5 ms CPU"),
+    ),
+    BackendRecord(
+        "text",
+        "calibration-rules",
+        _calibration_text,
+        RulesOptions,
+        Latency(0.0, note="in-process, microseconds"),
+        calibration_only=True,
+    ),
+    BackendRecord(
+        "editor",
+        "calibration-editor",
+        _calibration_editor,
+        SceneEditorOptions,
+        Latency(0.0, cpu=0.007, note="in-process renderer, 7 ms CPU"),
+        calibration_only=True,
+    ),
+    BackendRecord(
+        "detector",
+        "calibration-oracle",
+        _calibration_oracle,
+        OracleOptions,
+        Latency(0.0, cpu=0.038, note="verification, 38 ms CPU"),
+        calibration_only=True,
+    ),
+)
+"""The calibration world's reference backends (offline, known truth). The rules, the scene
+editor and the oracle read the world's scene metadata or prompts (``calibration_only``): they
+cannot extract, judge, edit or locate anything in real photos."""
+
+HOST_RECORDS = (
+    BackendRecord(
+        "text",
+        "inspect-role",
+        "edct_task.inspect.role_model:inspect_role_text",
+        "edct_task.inspect.role_model:InspectRoleOptions",
+        Latency(2.0, note="Inspect's model for the role (--model-role): as its provider"),
+    ),
+)
+"""Backends a host supplies: ``inspect-role`` is Inspect's model for a model role, bound by
+``inspect eval --model-role ROLE=MODEL`` (built only inside an Inspect task; ``edct_task.inspect``)."""
+
+ENTRY_POINT_GROUP = "edct_bench.backends"
+"""Backends shipped outside the repository: an entry point of this group names a
+``BackendRecord`` or a sequence of them (``[project.entry-points."edct_bench.backends"]``)."""
 
 
-CALIBRATION_FACTORIES: dict[str, dict[str, Callable[[Options], Any]]] = {
-    "target": {"calibration-reference": _calibration_target},
-    "text": {"calibration-rules": _calibration_text},
-    "editor": {"calibration-editor": _calibration_editor},
-    "detector": {"calibration-oracle": _calibration_oracle},
-}
-"""The calibration world's reference backends (offline, known truth)."""
-
-
-def merge_factories(
-    *tables: Mapping[str, Mapping[str, Callable[[Options], Any]]],
-) -> dict[str, dict[str, Any]]:
-    """One registry from the packages' ``FACTORIES`` tables; a name given twice is a bug."""
-    out: dict[str, dict[str, Any]] = {kind: {} for kind in ("target", "text", "editor", "detector")}
-    for table in tables:
-        for kind, factories in table.items():
-            for name, factory in factories.items():
-                if name in out[kind]:
-                    raise KeyError(f"backend {kind}/{name} is registered twice")
-                out[kind][name] = factory
+def collect(*groups: Iterable[BackendRecord]) -> dict[str, dict[str, BackendRecord]]:
+    """One registry (kind -> name -> record) from groups of records; a name given twice is a bug."""
+    out: dict[str, dict[str, BackendRecord]] = {kind: {} for kind in KINDS}
+    for records in groups:
+        for record in records:
+            if not isinstance(record, BackendRecord):
+                raise TypeError(f"not a BackendRecord: {record!r}")
+            if record.name in out[record.kind]:
+                raise KeyError(f"backend {record.kind}/{record.name} is registered twice")
+            out[record.kind][record.name] = record
     return out
 
 
-REGISTRY = merge_factories(
-    CALIBRATION_FACTORIES, adapter_factories.FACTORIES, verification_factories.FACTORIES
+REGISTRY = collect(
+    CALIBRATION_RECORDS, HOST_RECORDS, adapter_factories.RECORDS, verification_factories.RECORDS
 )
-"""Backend factories by kind and name, merged explicitly from every package that has backends
-(nothing registers itself on import; tests add a backend with ``monkeypatch.setitem``)."""
+"""Every backend of the repository by kind and name, collected explicitly from each package's
+``RECORDS`` (nothing registers itself on import); ``registry()`` adds the entry points' (tests add a
+backend with ``monkeypatch.setitem(REGISTRY[kind], name, record)``)."""
+
+_entry_points_loaded = False
+
+
+def registry() -> dict[str, dict[str, BackendRecord]]:
+    """``REGISTRY`` with the ``edct_bench.backends`` entry points' records (loaded once); a bad
+    entry point is one ``ConfigError`` line naming it."""
+    global _entry_points_loaded
+    if not _entry_points_loaded:
+        _entry_points_loaded = True
+        try:
+            external = [record for ep in entry_points(group=ENTRY_POINT_GROUP) for record in _records_of(ep)]
+            for kind, records in collect(external).items():
+                for name, record in records.items():
+                    if name in REGISTRY[kind]:
+                        raise KeyError(f"backend {kind}/{name} is registered twice")
+                    REGISTRY[kind][name] = record
+        except BaseException:
+            _entry_points_loaded = False
+            raise
+    return REGISTRY
+
+
+def _records_of(ep: EntryPoint) -> list[BackendRecord]:
+    return records_of(ep, BackendRecord, ENTRY_POINT_GROUP, _loadable)
+
+
+def _loadable(record: BackendRecord) -> None:
+    """A record from outside the repository: its options model and factory import."""
+    record.options_model()
+    record.load_factory()
+
+
+def record_of(kind: str, name: str) -> BackendRecord | None:
+    """The record of backend ``name`` of ``kind``, or None when none is registered."""
+    return registry()[kind].get(name)
+
+
+def build_backend(record: BackendRecord, options: Options) -> Any:
+    """The live backend a record's options describe: checked, built, and behind the cost ceiling
+    when the backend is paid (``model_adapters.cost_ceiling``)."""
+    record.check(options)
+    options = dict(options)
+    ceiling = {k: options.pop(k) for k in CEILING_OPTIONS if k in options} if record.paid else {}
+    backend = record.load_factory()(options)
+    return with_ceiling(backend, record.kind, **ceiling) if record.paid else backend
 
 
 @dataclass(frozen=True)
@@ -144,11 +264,6 @@ class PanelSpec:
         return [m.as_dict() for m in self.members]
 
 
-CALIBRATION_ONLY = ("calibration-rules", "calibration-editor", "calibration-oracle")
-"""Backends that read the calibration world's scene metadata or prompts: they cannot extract, judge,
-edit or locate anything in real photos."""
-
-
 CALIBRATION_SOURCE = "calibration"
 """The ``source`` of the calibration world's samples (its own documents, or a dataset built from them)."""
 
@@ -165,7 +280,10 @@ def refuse_calibration_roles(
     named = {}
     for role, spec in specs.items():
         members = spec.members if isinstance(spec, PanelSpec) else (spec,)
-        only = sorted({m.backend for m in members if m.backend in CALIBRATION_ONLY})
+        kind = ROLE_KINDS.get(role)
+        only = sorted(
+            {m.backend for m in members if kind and (r := record_of(kind, m.backend)) and r.calibration_only}
+        )
         if only:
             named[role] = only
     if named:
@@ -248,10 +366,15 @@ def _identity(backend: Any) -> dict[str, Any]:
     return ident() if callable(ident) else {"name": backend.name}
 
 
-def build_roles(specs: Mapping[str, RoleSpec | PanelSpec], *, require_target: bool = True) -> Roles:
+def build_roles(
+    specs: Mapping[str, RoleSpec | PanelSpec], *, require_target: bool = True, journal_dir: Path | None = None
+) -> Roles:
     """Instantiate every configured role, failing early with a message that says what to set.
 
     ``require_target=False`` is for callers that answer target requests themselves (lmms-eval).
+    ``journal_dir``: where a paid backend that keeps a journal of its submitted jobs (an option
+    ``job_journal``, not set in the config) keeps it (``<journal_dir>/paid_jobs/<backend>.jsonl``),
+    so a rerun looks a paid job up instead of paying for it again (``model_adapters.job_journal``).
     """
     unknown = sorted(set(specs) - set(ROLE_KINDS))
     if unknown:
@@ -273,11 +396,11 @@ def build_roles(specs: Mapping[str, RoleSpec | PanelSpec], *, require_target: bo
                 raise ConfigError(f"role {role!r} takes one backend; only 'judge' may be a list (a panel)")
             if not spec.members:
                 raise ConfigError("role 'judge': the judge panel is empty")
-            built["judges"] = tuple(_build_one(role, m) for m in spec.members)
+            built["judges"] = tuple(_build_one(role, m, journal_dir) for m in spec.members)
         elif role == "judge":
-            built["judges"] = (_build_one(role, spec),)
+            built["judges"] = (_build_one(role, spec, journal_dir),)
         else:
-            built[role] = _build_one(role, spec)
+            built[role] = _build_one(role, spec, journal_dir)
     return Roles(**built, secrets=_secret_values(specs))
 
 
@@ -298,10 +421,10 @@ def preflight(specs: Mapping[str, RoleSpec | PanelSpec]) -> None:
     for role, spec in specs.items():
         for member in spec.members if isinstance(spec, PanelSpec) else (spec,):
             kind = ROLE_KINDS[role]
-            if member.backend not in REGISTRY[kind]:
+            if member.backend not in registry()[kind]:
                 raise ConfigError(
                     f"roles.{role}: unknown backend {member.backend!r}; {kind} backends: "
-                    f"{', '.join(sorted(REGISTRY[kind]))}"
+                    f"{', '.join(sorted(registry()[kind]))}"
                 )
             for path, variable in _env_options(member.options, f"roles.{role}"):
                 if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", variable):
@@ -327,10 +450,14 @@ def _env_options(options: Mapping[str, Any], path: str) -> list[tuple[str, str]]
     return out
 
 
-def _build_one(role: str, spec: RoleSpec) -> Any:
-    factory = REGISTRY[ROLE_KINDS[role]][spec.backend]
+def _build_one(role: str, spec: RoleSpec, journal_dir: Path | None = None) -> Any:
+    record = registry()[ROLE_KINDS[role]][spec.backend]
+    options = dict(spec.options)
+    journals = record.paid and "job_journal" in record.options_model().model_fields
+    if journal_dir is not None and journals and not options.get("job_journal"):
+        options["job_journal"] = str(journal_dir / "paid_jobs" / f"{spec.backend}.jsonl")
     try:
-        return factory(spec.options)
+        return build_backend(record, options)
     except (OptionsError, ValueError, TypeError) as exc:  # a bad option value is a user error
         # one line: libraries' messages (a model not cached while offline) span several
         raise ConfigError(f"roles.{role} (backend {spec.backend!r}): {' '.join(str(exc).split())}") from None
@@ -343,6 +470,6 @@ def _build_one(role: str, spec: RoleSpec) -> Any:
 
 def available_backends() -> dict[str, list[str]]:
     """Backend names per role (``segmenter`` is the detector role's nested option)."""
-    out = {role: sorted(REGISTRY[kind]) for role, kind in ROLE_KINDS.items()}
-    out["segmenter"] = sorted(verification_factories.SEGMENTER_OPTIONS)
+    out = {role: sorted(registry()[kind]) for role, kind in ROLE_KINDS.items()}
+    out["segmenter"] = sorted(registry()["segmenter"])
     return out

@@ -12,9 +12,14 @@ once, never polled to the timeout.
 A paid call is made once. The submit is retried only where BFL certainly did not take it (429,
 a connection never made); after a 5xx or a read timeout it is not re-sent (``SubmitUncertain``).
 A job is submitted again only when BFL says it is gone (``Task not found``), at most
-``job_attempts - 1`` times, each counted (``resubmits``) and its cost added. ``max_cost_usd`` is
-the role's ceiling for the run: once the reported cost reaches it, no new submit is made and the
-run stops (``ProviderStop``, exit 3). So does HTTP 402 (no credits).
+``job_attempts - 1`` times, each counted (``resubmits``) and its cost added (the cost ceiling,
+``max_cost_usd``, reads it: ``model_adapters.cost_ceiling``). HTTP 402 (no credits) stops the run
+(``ProviderStop``, exit 3).
+
+Across runs, a submit's outcome is looked up before the request is paid for again
+(``job_journal``: ``model_adapters.job_journal``; ``edct run`` keeps it in its cache folder): a
+rerun polls the job a killed or cut-off run had submitted (``lookups``), and a submit whose reply
+never came (``SubmitUncertain``) is not re-sent by the rerun either.
 
 ``prompt_upsampling`` (FLUX.2 pro/max/flex default ``true``: BFL rewrites the edit instruction
 server-side) is sent as ``false`` to the models that have it, unless ``extra`` sets it; the
@@ -31,7 +36,8 @@ Options::
     poll_max_interval_s: 4.0
     poll_timeout_s: 600
     job_attempts: 2              # submissions per edit when BFL says the job is gone
-    max_cost_usd: null           # the run's ceiling on this role's reported cost
+    job_journal: null            # file of submitted jobs (edct run: <cache>/paid_jobs/bfl.jsonl)
+    max_cost_usd: null           # the run's ceiling on this role's reported cost (cost_ceiling)
     concurrency: 8               # BFL allows 24 tasks in flight per account (shared by every run on the key)
     timeout_s: 120
     max_retries: 6
@@ -47,6 +53,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from PIL import Image
+from pydantic import Field
 
 from model_adapters.errors import (
     EditRefused,
@@ -56,19 +63,33 @@ from model_adapters.errors import (
 )
 from model_adapters.errors import Timeout as BackendTimeout
 from model_adapters.images import decode_image, png_bytes
-from model_adapters.remote_editor import EDITOR_HTTP_OPTIONS, EditorUsage, HttpCaller, finish
-from model_adapters.transport import MalformedReply, check_base_url, check_options, secret_from_env
+from model_adapters.job_journal import JobJournal, request_key
+from model_adapters.remote_editor import EditorHttpOptions, EditorUsage, HttpCaller, SubmitUncertain, finish
+from model_adapters.transport import MalformedReply, check_base_url, secret_from_env
+from verification.backends import check_options
 
-OPTIONS = EDITOR_HTTP_OPTIONS | {
-    "model",
-    "send_size",
-    "extra",
-    "poll_interval_s",
-    "poll_max_interval_s",
-    "poll_timeout_s",
-    "job_attempts",
-    "max_cost_usd",
-}
+
+class BFLOptions(EditorHttpOptions):
+    """``bfl``: Black Forest Labs' API (FLUX.2, FLUX.1 Kontext)."""
+
+    model: str | None = Field(
+        None, description="flux-2-max, flux-2-pro, flux-2-flex, flux-kontext-pro, … (required)."
+    )
+    api_key_env: str | None = Field("BFL_API_KEY", description="The environment variable holding the key.")
+    base_url: str | None = Field("https://api.bfl.ai", description="BFL's API root.")
+    send_size: bool | None = Field(None, description="Ask for the input's size (default: FLUX.2 models).")
+    extra: dict[str, Any] | None = Field(None, description="More request fields, e.g. {safety_tolerance: 2}.")
+    poll_interval_s: float = Field(0.5, description="First poll wait; grows x1.5 up to poll_max_interval_s.")
+    poll_max_interval_s: float = Field(4.0, description="Longest poll wait.")
+    poll_timeout_s: float = Field(600.0, description="Seconds a job may stay pending.")
+    job_attempts: int = Field(2, description="Submissions per edit when BFL says the job is gone.")
+    job_journal: str | None = Field(
+        None,
+        description="File recording each paid submit's job (edct run: <cache>/paid_jobs/bfl.jsonl): a "
+        "rerun polls a job submitted before instead of paying for it again.",
+    )
+
+
 MODERATED = ("Request Moderated", "Content Moderated")
 UPSAMPLING_MODELS = ("flux-2-pro", "flux-2-max", "flux-2-flex", "flux-kontext-pro", "flux-kontext-max")
 """Models whose request takes ``prompt_upsampling`` (BFL API reference; FLUX.2 default ``true``)."""
@@ -95,7 +116,7 @@ class BFLEditor:
         poll_max_interval_s: float = 4.0,
         poll_timeout_s: float = 600.0,
         job_attempts: int = 2,
-        max_cost_usd: float | None = None,
+        journal: JobJournal | None = None,
         caller: HttpCaller,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
@@ -108,11 +129,11 @@ class BFLEditor:
         self.extra = dict(extra or {})
         if model.startswith(UPSAMPLING_MODELS):
             self.extra.setdefault("prompt_upsampling", False)
-        self.max_cost_usd = max_cost_usd
         self.poll_interval_s = poll_interval_s
         self.poll_max_interval_s = poll_max_interval_s
         self.poll_timeout_s = poll_timeout_s
         self.job_attempts = max(1, job_attempts)
+        self.journal = journal
         self.caller = caller
         self.sleep = sleep
         self.clock = clock
@@ -153,17 +174,44 @@ class BFLEditor:
                     self.stats.add("resubmits")
         raise AssertionError("unreachable")
 
-    def _job(self, body: dict[str, Any]) -> Image.Image:
-        headers = {"x-key": self._key, "accept": "application/json"}
-        self.stats.check_ceiling(self.max_cost_usd, self.name)
-        submitted = self.caller.request_json(
-            "POST", f"{self.base_url}/v1/{self.model}", "BFL submit", paid=True, json=body, headers=headers
-        )
+    def _submit(self, body: dict[str, Any], headers: dict[str, str]) -> tuple[str, str]:
+        """The job of this request: the one a journal recorded (looked up, not paid again), else
+        a new submit, recorded before it is polled."""
+        key = request_key(self.model, body)
+        known = self.journal.get(key) if self.journal is not None else None
+        if known is not None and known.get("status") == "submitted":
+            self.stats.add("lookups")
+            return str(known["id"]), str(known["polling_url"])
+        if known is not None and known.get("status") == "uncertain":
+            raise SubmitUncertain(
+                f"BFL {self.model}: this edit was submitted before and its reply never came (it may "
+                f"have been billed); not re-sent: remove its line from {self.journal.path} to pay again"
+            )
+        try:
+            submitted = self.caller.request_json(
+                "POST",
+                f"{self.base_url}/v1/{self.model}",
+                "BFL submit",
+                paid=True,
+                json=body,
+                headers=headers,
+            )
+        except SubmitUncertain:
+            if self.journal is not None:
+                self.journal.put(key, "uncertain")
+            raise
         if not isinstance(submitted, dict) or not submitted.get("id"):
             raise MalformedReply("BFL submit: reply has no job id")
         self.stats.add_cost(_credits_usd(submitted.get("cost")))
         job_id = str(submitted["id"])
-        polling_url = submitted.get("polling_url") or f"{self.base_url}/v1/get_result?id={job_id}"
+        polling_url = str(submitted.get("polling_url") or f"{self.base_url}/v1/get_result?id={job_id}")
+        if self.journal is not None:
+            self.journal.put(key, "submitted", id=job_id, polling_url=polling_url)
+        return job_id, polling_url
+
+    def _job(self, body: dict[str, Any]) -> Image.Image:
+        headers = {"x-key": self._key, "accept": "application/json"}
+        job_id, polling_url = self._submit(body, headers)
         poll_headers = headers if _same_site(polling_url, self.base_url) else {"accept": "application/json"}
         deadline = self.clock() + self.poll_timeout_s
         wait = self.poll_interval_s
@@ -181,6 +229,8 @@ class BFLEditor:
             if status in MODERATED:
                 raise EditRefused(f"BFL {self.model}: {status}{_reason(result)}")
             if status == "Task not found":
+                if self.journal is not None:
+                    self.journal.put(request_key(self.model, body), "lost", id=job_id)
                 raise _JobLost(f"BFL {self.model}: job {job_id}: Task not found{_reason(result)}")
             if status == "Error":
                 raise PermanentBackendError(f"BFL {self.model}: job {job_id} failed (Error){_reason(result)}")
@@ -236,7 +286,7 @@ def from_options(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> BFLEditor:
-    check_options(options, OPTIONS, "bfl")
+    check_options(BFLOptions, options, "backend 'bfl'")
     model = options.get("model")
     if not isinstance(model, str) or not model or "/" in model:
         raise OptionsError("backend 'bfl' needs model: e.g. flux-2-max, flux-2-pro, flux-kontext-pro")
@@ -256,16 +306,8 @@ def from_options(
         poll_max_interval_s=float(options.get("poll_max_interval_s", 4.0)),
         poll_timeout_s=float(options.get("poll_timeout_s", 600)),
         job_attempts=int(options.get("job_attempts", 2)),
-        max_cost_usd=_ceiling(options.get("max_cost_usd"), "bfl"),
+        journal=JobJournal(options["job_journal"]) if options.get("job_journal") else None,
         caller=caller,
         sleep=sleep,
         clock=clock,
     )
-
-
-def _ceiling(value: object, backend: str) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise OptionsError(f"{backend}: max_cost_usd must be a positive number of US dollars")
-    return float(value)

@@ -30,10 +30,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from PIL import Image
+from pydantic import Field
 
 from model_adapters.errors import BadInput, OptionsError, PermanentBackendError, TransientBackendError
 from model_adapters.remote_editor import EditorUsage, finish
-from model_adapters.transport import check_options
+from verification.backends import BackendOptions, check_options
 from verification.localization import weights_identity
 
 PIPELINES = {
@@ -50,21 +51,24 @@ PIPELINES = {
     "flux2-klein": ("Flux2KleinPipeline", {"num_inference_steps": 4, "guidance_scale": 1.0}),
     "auto": ("DiffusionPipeline", {}),
 }
-OPTIONS = frozenset(
-    {
-        "pipeline",
-        "model",
-        "revision",
-        "device",
-        "dtype",
-        "cpu_offload",
-        "num_inference_steps",
-        "guidance_scale",
-        "negative_prompt",
-        "call_kwargs",
-        "local_files_only",
-    }
-)
+
+
+class DiffusersOptions(BackendOptions):
+    """``diffusers``: an image-editing pipeline run in-process."""
+
+    pipeline: str = Field("flux-kontext", description=f"One of {', '.join(PIPELINES)}.")
+    model: str | None = Field(None, description="Hub id or local folder of the pipeline (required).")
+    revision: str | None = Field(None, description="Hub revision (recorded in the identity).")
+    device: str = Field("auto", description="torch device; auto picks cuda when there is one.")
+    dtype: str = Field("bfloat16", description="torch dtype of the weights.")
+    cpu_offload: str | None = Field("none", description="none, model or sequential.")
+    num_inference_steps: int | None = Field(None, description="Denoising steps (default per pipeline).")
+    guidance_scale: float | None = Field(None, description="Guidance scale (default per pipeline).")
+    negative_prompt: str | None = Field(None, description="Negative prompt (pipelines that take one).")
+    call_kwargs: dict[str, Any] | None = Field(None, description="More arguments of the pipeline call.")
+    local_files_only: bool = Field(False, description="Never download: the weights must be cached or local.")
+
+
 _RESERVED = {"image", "prompt", "generator", "output_type", "return_dict", "num_images_per_prompt"}
 
 
@@ -172,7 +176,7 @@ def _device(name: str) -> str:
 
 
 def from_options(options: Mapping[str, Any]) -> DiffusersEditor:
-    check_options(options, OPTIONS, "diffusers")
+    check_options(DiffusersOptions, options, "backend 'diffusers'")
     try:
         import diffusers
     except ImportError:

@@ -6,7 +6,7 @@ into per-sample failure records. Messages never contain secrets.
 
 from __future__ import annotations
 
-from verification.factories import OptionsError
+from verification.backends import OptionsError
 
 __all__ = [
     "BackendError",

@@ -1,94 +1,82 @@
-"""Backend factories of this package by kind and name; ``edct_task.roles`` merges ``FACTORIES``.
+"""The backends of this package, one ``BackendRecord`` each; ``edct_task.roles`` collects ``RECORDS``.
 
-Each factory takes the role's options mapping from the run config and imports its optional
-dependencies inside itself. Kinds: ``target`` (VisionChatModel), ``text`` (TextModel),
-``editor`` (ImageEditor), ``detector`` (Moondream's HTTP API, through ``verification``'s
-``detector_factory``). Invalid options raise ``model_adapters.errors.OptionsError`` (a
-``ValueError``) with a message naming the option.
+Each record names its factory and its options model (next to the backend's code) as
+``"module:name"``, imported when a config names the backend (so this table costs no import of an
+HTTP client or of torch), and its traits (``verification.backends``). Invalid options raise
+``model_adapters.errors.OptionsError`` (a ``ValueError``) with a message naming the option.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from verification.backends import BackendRecord, Latency
 
-from verification.factories import detector_factory
+_HOSTED_EDIT = Latency(20.0, sd=6.0, note="hosted image editor, 20 s per edit")
 
-Factory = Callable[[Mapping[str, Any]], Any]
-
-
-def _openai_chat_target(options: Mapping[str, Any]) -> Any:
-    from model_adapters.openai_chat import OpenAIVisionChat, client_from_options
-
-    return OpenAIVisionChat(client_from_options(options))
-
-
-def _lmms_eval_target(options: Mapping[str, Any]) -> Any:
-    from model_adapters.lmms_eval_target import from_options
-
-    return from_options(options)
-
-
-def _openai_chat_text(options: Mapping[str, Any]) -> Any:
-    from model_adapters.openai_chat import OpenAIText, client_from_options
-
-    return OpenAIText(client_from_options(options))
-
-
-def _bfl_editor(options: Mapping[str, Any]) -> Any:
-    from model_adapters.bfl_editor import from_options
-
-    return from_options(options)
-
-
-def _openai_images_editor(options: Mapping[str, Any]) -> Any:
-    from model_adapters.openai_images import from_options
-
-    return from_options(options)
-
-
-def _openrouter_image_editor(options: Mapping[str, Any]) -> Any:
-    from model_adapters.openrouter_images import from_options
-
-    return from_options(options)
-
-
-def _diffusers_editor(options: Mapping[str, Any]) -> Any:
-    from model_adapters.diffusers_editor import from_options
-
-    return from_options(options)
-
-
-def _moondream_detector(options: Mapping[str, Any]) -> Any:
-    from model_adapters.moondream_detector import moondream_from_options
-
-    return moondream_from_options(options)
-
-
-MOONDREAM_OPTIONS = frozenset(
-    {
-        "base_url",
-        "api_key_env",
-        "timeout_s",
-        "max_retries",
-        "backoff_base_s",
-        "backoff_max_s",
-        "concurrency",
-        "max_boxes",
-        "max_side",
-        "jpeg_quality",
-    }
+RECORDS = (
+    BackendRecord(
+        "target",
+        "openai-chat",
+        "model_adapters.openai_chat:vision_chat_from_options",
+        "model_adapters.openai_chat:ChatOptions",
+        Latency(3.0, sd=1.0, note="remote VLM, 3 s per request"),
+        paid=True,
+    ),
+    BackendRecord(
+        "target",
+        "lmms-eval",
+        "model_adapters.lmms_eval_target:from_options",
+        "model_adapters.lmms_eval_target:LmmsEvalOptions",
+        Latency(0.5, per_item=0.05, note="local VLM, 0.5 s + 0.05 s per conversation"),
+        local_weights=True,
+    ),
+    BackendRecord(
+        "text",
+        "openai-chat",
+        "model_adapters.openai_chat:text_from_options",
+        "model_adapters.openai_chat:ChatOptions",
+        Latency(10.0, sd=4.0, note="reasoning LLM, 10 s per call"),
+        paid=True,
+    ),
+    BackendRecord(
+        "editor",
+        "bfl",
+        "model_adapters.bfl_editor:from_options",
+        "model_adapters.bfl_editor:BFLOptions",
+        _HOSTED_EDIT,
+        paid=True,
+    ),
+    BackendRecord(
+        "editor",
+        "openai-images",
+        "model_adapters.openai_images:from_options",
+        "model_adapters.openai_images:OpenAIImagesOptions",
+        _HOSTED_EDIT,
+        paid=True,
+    ),
+    BackendRecord(
+        "editor",
+        "openrouter-image",
+        "model_adapters.openrouter_images:from_options",
+        "model_adapters.openrouter_images:OpenRouterImageOptions",
+        _HOSTED_EDIT,
+        paid=True,
+    ),
+    BackendRecord(
+        "editor",
+        "diffusers",
+        "model_adapters.diffusers_editor:from_options",
+        "model_adapters.diffusers_editor:DiffusersOptions",
+        Latency(40.0, sd=5.0, note="local diffusion editor, 40 s per edit"),
+        local_weights=True,
+        serial=True,
+    ),
+    BackendRecord(
+        "detector",
+        "moondream",
+        "model_adapters.moondream_detector:from_options",
+        "model_adapters.moondream_detector:MoondreamOptions",
+        Latency(2.0, sd=0.5, note="detector + segmenter, 2 s per edit"),
+        paid=True,
+    ),
 )
-"""Options of the ``moondream`` detector (checked before anything is built)."""
-
-FACTORIES: dict[str, dict[str, Factory]] = {
-    "target": {"openai-chat": _openai_chat_target, "lmms-eval": _lmms_eval_target},
-    "text": {"openai-chat": _openai_chat_text},
-    "editor": {
-        "bfl": _bfl_editor,
-        "openai-images": _openai_images_editor,
-        "openrouter-image": _openrouter_image_editor,
-        "diffusers": _diffusers_editor,
-    },
-    "detector": {"moondream": detector_factory("moondream", MOONDREAM_OPTIONS, _moondream_detector)},
-}
+"""This package's backends."""

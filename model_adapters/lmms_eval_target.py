@@ -22,16 +22,36 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from pydantic import Field
+
 from model_adapters.contracts import ChatMessage, Completion, GenerationParams
 from model_adapters.errors import OptionsError
 from model_adapters.secrets import is_secret_name
+from verification.backends import BackendOptions, check_options
 
 Rendering = Literal["multi-turn", "single-turn-quoted"]
 
 TASK = "edct"
 """The ``task_dict`` entry the Instances point at inside the lmms-eval model."""
 SPLIT = "test"
-OPTIONS = frozenset({"model", "model_args", "gen_kwargs", "batch_size", "device"})
+
+
+class LmmsEvalOptions(BackendOptions):
+    """``lmms-eval``: any lmms-eval model class as the target, in-process."""
+
+    model: str | None = Field(
+        None, description="An lmms-eval model name: qwen3_vl, llava, vllm, … (required)."
+    )
+    model_args: str | None = Field(
+        None, description="lmms-eval's --model_args, e.g. pretrained=…,device=cpu."
+    )
+    gen_kwargs: str | dict[str, Any] | None = Field(
+        None, description="lmms-eval's --gen_kwargs (text or a mapping)."
+    )
+    batch_size: int | str | None = Field(None, description="lmms-eval's --batch_size.")
+    device: str | None = Field(None, description="lmms-eval's --device.")
+
+
 CHECKPOINT_ARGS = ("pretrained", "model", "model_path")
 """``model_args`` keys that name a model's weights (lmms-eval's ``qwen3_vl``/``llava``, ``vllm``)."""
 
@@ -124,7 +144,61 @@ def build_model(
 
     extra = {"batch_size": batch_size, "device": device}
     cls = get_model(model)
+    problem = cuda_problem(cls, model, model_args, device)
+    if problem is not None:  # once, before any weights load: not one error per batch
+        raise OptionsError(problem)
     return cls.create_from_arg_string(model_args or "", {k: v for k, v in extra.items() if v is not None})
+
+
+DEVICE_ARGS = ("device", "device_map")
+"""The constructor arguments by which an lmms-eval model class places its tensors."""
+
+
+def cuda_problem(cls: Any, model: str, model_args: str = "", device: str | None = None) -> str | None:
+    """Why the lmms-eval model class ``cls`` cannot run on this machine (one line naming the fix),
+    or None.
+
+    The rule: where the machine has no CUDA device (``torch.cuda.is_available()`` false), a model
+    whose ``device`` or ``device_map`` — from ``model_args``, ``--device``, else the class's own
+    default — is ``cuda…`` or ``auto`` cannot run: lmms-eval's models move their inputs to
+    ``device``, and most send them to ``"cuda"`` when ``device_map`` is ``auto`` (``qwen3_vl``'s
+    defaults are ``device=cuda, device_map=auto``). Without this check the model loads, then every
+    batch fails with "Found no NVIDIA driver"."""
+    import inspect
+
+    try:
+        import torch
+    except ImportError:  # a model that needs torch says so itself
+        return None
+    if torch.cuda.is_available():
+        return None
+    try:
+        params = inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        return None
+    given = _args(model_args)
+    if device:
+        given.setdefault("device", device)
+    wrong = []
+    for name in DEVICE_ARGS:
+        if name not in params:
+            continue
+        value = given.get(name, params[name].default)
+        if isinstance(value, str) and (value.strip().lower().startswith("cuda") or value.strip() == "auto"):
+            wrong.append(f"{name}={value}" + ("" if name in given else " (its default)"))
+    if not wrong:
+        return None
+    fix = ",".join(f"{n}=cpu" for n in DEVICE_ARGS if n in params)
+    return (
+        f"the lmms-eval model {model} would run on {' and '.join(wrong)}, and this machine has no CUDA "
+        f"device: add {fix} to --model_args (model_args) to run it on the CPU"
+    )
+
+
+def _args(model_args: str) -> dict[str, str]:
+    """``k=v,k=v`` as text pairs (lmms-eval parses values further; only device names matter here)."""
+    pairs = (a.partition("=") for a in (model_args or "").split(",") if "=" in a)
+    return {k.strip(): v.strip() for k, _, v in pairs}
 
 
 class _DocIds(dict):
@@ -251,12 +325,7 @@ class LmmsTarget:
 def from_options(options: Mapping[str, Any]) -> LmmsTarget:
     """``roles.target: {backend: lmms-eval, model: NAME, model_args: "k=v,…", gen_kwargs: …,
     batch_size: …, device: …}``."""
-    extra = sorted(set(options) - OPTIONS)
-    if extra:
-        raise OptionsError(
-            f"backend 'lmms-eval' does not take option(s) {', '.join(extra)} "
-            f"(known: {', '.join(sorted(OPTIONS))})"
-        )
+    check_options(LmmsEvalOptions, options, "backend 'lmms-eval'")
     model = options.get("model")
     if not isinstance(model, str) or not model:
         raise OptionsError("backend 'lmms-eval' needs model: an lmms-eval model name (qwen3_vl, vllm, …)")

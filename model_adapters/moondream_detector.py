@@ -17,7 +17,8 @@ Options: ``base_url``, ``api_key_env`` (default ``MOONDREAM_API_KEY``; required 
 URL, optional for a local server), ``timeout_s`` (60), ``max_retries`` (4), ``backoff_base_s``,
 ``backoff_max_s``, ``concurrency`` (2: Moondream's cloud allows about 2 requests/s), ``max_boxes``
 (10), ``max_side`` (1024: larger images are
-downscaled before upload, boxes are normalised so nothing changes), ``jpeg_quality`` (90).
+downscaled before upload, boxes are normalised so nothing changes), ``jpeg_quality`` (90);
+``max_cost_usd`` with ``price_per_call_usd`` (the API reports no cost): ``MoondreamOptions``.
 """
 
 from __future__ import annotations
@@ -27,16 +28,39 @@ import io
 import math
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 from PIL import Image
+from pydantic import Field
 
+from model_adapters.cost_ceiling import PaidOptions
 from verification.detection import Detections, finalize_detections, normalize_target
+from verification.factories import DetectorOptions, detector_factory
 
-__all__ = ["CLOUD_URL", "MoondreamDetector", "moondream_from_options"]
+__all__ = ["CLOUD_URL", "MoondreamDetector", "MoondreamOptions", "from_options", "moondream_from_options"]
 
 CLOUD_URL = "https://api.moondream.ai/v1"
+
+
+class MoondreamOptions(PaidOptions, DetectorOptions):
+    """``moondream``: Moondream's HTTP /detect, cloud or a local server (box masks by default)."""
+
+    reports_cost: ClassVar[bool] = False
+
+    base_url: str = Field(CLOUD_URL, description="The API root; a local server needs no key.")
+    api_key_env: str | None = Field(
+        None,
+        description="The environment variable holding the key (default MOONDREAM_API_KEY for the cloud).",
+    )
+    timeout_s: float = Field(60.0, description="Seconds per request.")
+    max_retries: int = Field(4, description="Retries of a failed request.")
+    backoff_base_s: float = Field(1.0, description="First retry wait; doubles up to backoff_max_s.")
+    backoff_max_s: float = Field(60.0, description="Longest retry wait.")
+    concurrency: int = Field(2, description="Requests in flight (the cloud allows about 2 per second).")
+    max_boxes: int = Field(10, description="Boxes kept at most.")
+    max_side: int = Field(1024, description="Larger images are downscaled before upload.")
+    jpeg_quality: int = Field(90, description="JPEG quality of the upload.")
 
 
 class MoondreamDetector:
@@ -137,8 +161,8 @@ def moondream_from_options(
     sleep: Callable[[float], None] = time.sleep,
     transport: httpx.BaseTransport | None = None,
 ) -> MoondreamDetector:
-    """Build the detector from a run config's options (see the module notes); the role factory
-    (``model_adapters.factories``) has checked their names."""
+    """Build the bare detector from a run config's options (see the module notes); the role
+    factory (``from_options``) has checked them."""
     from model_adapters.remote_editor import HttpCaller, retry_policy
     from model_adapters.retry import RetryPolicy
     from model_adapters.transport import check_base_url, secret_from_env
@@ -166,3 +190,7 @@ def moondream_from_options(
         max_side=int(options.get("max_side", 1024)),
         jpeg_quality=int(options.get("jpeg_quality", 90)),
     )
+
+
+from_options = detector_factory("moondream", MoondreamOptions, moondream_from_options)
+"""The ``moondream`` detector role: the detector paired with its segmenter (default ``box``)."""

@@ -35,7 +35,7 @@ Options (``roles.<role>:`` in the run config)::
     cooldown_s: 30                     # before a health check (GET <base>/<health_path>)
     health_path: models
     structured: auto                   # auto | json_schema | off: the reply's JSON schema (see below)
-    max_cost_usd: null                 # the run's ceiling on this role's cost (reported, or from prices)
+    max_cost_usd: null                 # the run's ceiling on this role's cost (model_adapters.cost_ceiling)
 
 The token limit's field: ``auto`` (the default) sends ``max_completion_tokens`` to OpenAI's
 reasoning families named as OpenAI names them (``o1``, ``o3``, ``o4-mini``, ``gpt-5*``: the SDK says
@@ -71,15 +71,16 @@ from typing import Any
 import httpx2
 import openai
 from openai.types.chat import ChatCompletion
+from pydantic import Field, model_validator
 
 from model_adapters.contracts import ChatMessage, Completion, GenerationParams
+from model_adapters.cost_ceiling import PaidOptions
 from model_adapters.endpoints import EndpointPool, RoutingTransport
 from model_adapters.errors import (
     BackendError,
     BadInput,
     OptionsError,
     PermanentBackendError,
-    ProviderStop,
 )
 from model_adapters.images import data_uri
 from model_adapters.openai_wire import (
@@ -94,40 +95,59 @@ from model_adapters.transport import (
     Scrubber,
     check_base_url,
     check_headers,
-    check_options,
     secret_from_env,
 )
 from model_adapters.usage import Prices, UsageMeter
+from verification.backends import check_options
 
 log = logging.getLogger(__name__)
 _SCHEMA_WORDS = ("response_format", "json_schema", "structured", "guided", "grammar", "schema")
 
-OPTIONS = frozenset(
-    {
-        "model",
-        "base_url",
-        "base_urls",
-        "api_key_env",
-        "revision",
-        "concurrency",
-        "timeout_s",
-        "max_retries",
-        "max_tokens_field",
-        "max_tokens_cap",
-        "omit",
-        "extra_body",
-        "headers",
-        "prices",
-        "dead_after",
-        "cooldown_s",
-        "health_path",
-        "structured",
-        "max_cost_usd",
-    }
-)
 STRUCTURED_MODES = ("auto", "json_schema", "off")
 RETIRED = ("backoff_base_s", "backoff_max_s")
 """Options of the hand-written client; the openai client backs off by itself."""
+
+
+class ChatOptions(PaidOptions):
+    """``openai-chat``: an OpenAI-compatible chat-completions server (vLLM, SGLang, OpenRouter, OpenAI)."""
+
+    model: str | None = Field(None, description="The model id as the server names it (required).")
+    base_url: str | None = Field(None, description="The server, e.g. http://node1:8000/v1 (or base_urls).")
+    base_urls: list[str] | None = Field(None, description="Several servers of one model, rotated.")
+    api_key_env: str | None = Field(None, description="The environment variable holding the key.")
+    revision: str | None = Field(None, description="Recorded in the identity (e.g. the served HF revision).")
+    concurrency: int = Field(16, description="Requests in flight for this role.")
+    timeout_s: float = Field(600.0, description="Seconds per request.")
+    max_retries: int = Field(6, description="Retries of a failed request (the openai client's backoff).")
+    max_tokens_field: str = Field("auto", description="auto, max_tokens or max_completion_tokens.")
+    max_tokens_cap: int | None = Field(
+        None, description="Clamp the engine's max tokens to the server's limit."
+    )
+    omit: list[str] | None = Field(
+        None, description="Decoding fields not to send (temperature, top_p, seed)."
+    )
+    extra_body: dict[str, Any] | None = Field(None, description="Merged into the request body.")
+    headers: dict[str, Any] | None = Field(None, description="Extra non-secret headers (e.g. X-Title).")
+    prices: dict[str, float] | None = Field(
+        None, description="{input_per_million, output_per_million} in USD, where the server reports no cost."
+    )
+    dead_after: int = Field(3, description="Consecutive endpoint failures before leaving the rotation.")
+    cooldown_s: float = Field(30.0, description="Seconds before a health check brings an endpoint back.")
+    health_path: str = Field("models", description="GET <base>/<health_path> is the health check.")
+    structured: str = Field("auto", description="auto, json_schema or off: the reply's JSON schema.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired(cls, options: Any) -> Any:
+        for name in RETIRED:
+            if isinstance(options, Mapping) and name in options:
+                raise ValueError(
+                    f"remove {name}: the openai client backs off by itself "
+                    "(0.5 s doubling to 8 s, or the server's Retry-After)"
+                )
+        return options
+
+
 _DECODING_FIELDS = ("temperature", "top_p", "seed")
 
 
@@ -204,13 +224,9 @@ class ChatClient:
         health_path: str = "models",
         clock: Callable[[], float] = time.monotonic,
         transport: httpx2.BaseTransport | None = None,
-        max_cost_usd: float | None = None,
     ) -> None:
         if concurrency < 1:
             raise OptionsError("concurrency must be >= 1")
-        if max_cost_usd is not None and not max_cost_usd > 0:
-            raise OptionsError("max_cost_usd must be a positive number of US dollars")
-        self.max_cost_usd = max_cost_usd
         if max_retries < 0:
             raise OptionsError("max_retries must be >= 0")
         self.settings = settings
@@ -279,7 +295,6 @@ class ChatClient:
         response_format: Mapping[str, Any] | None = None,
     ) -> ChatCompletion:
         """One chat completion (the client retries); the reply has at least one choice."""
-        self._check_ceiling()
         body = {**copy.deepcopy(dict(self.settings.extra_body or {})), **(extra_body or {})}
         fields = self.settings.request_fields(params)
         if response_format is not None:
@@ -309,17 +324,6 @@ class ChatClient:
             raise backend_error(exc, self.what, self.scrub, key_env=self.key_env) from None
         self.usage.record_success(token_usage(reply.usage), reported_cost=extra_field(reply.usage, "cost"))
         return reply
-
-    def _check_ceiling(self) -> None:
-        """``ProviderStop`` before a new call once the role's cost has reached ``max_cost_usd``."""
-        if self.max_cost_usd is None:
-            return
-        spent = self.usage.as_dict()["cost_usd"] or 0.0
-        if spent >= self.max_cost_usd:
-            raise ProviderStop(
-                f"{self.what}: max_cost_usd {self.max_cost_usd:.2f} reached ({spent:.2f} USD); "
-                "no new paid call is made"
-            )
 
     # -- batches --------------------------------------------------------------------------------
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
@@ -453,13 +457,7 @@ def client_from_options(
     transport: httpx2.BaseTransport | None = None,
 ) -> ChatClient:
     """Validate the role's options and build its client (``transport``: tests inject one)."""
-    for name in RETIRED:
-        if name in options:
-            raise OptionsError(
-                f"backend {backend!r}: remove {name}: the openai client backs off by itself "
-                "(0.5 s doubling to 8 s, or the server's Retry-After)"
-            )
-    check_options(options, OPTIONS, backend)
+    check_options(ChatOptions, options, f"backend {backend!r}")
     model = options.get("model")
     if not isinstance(model, str) or not model:
         raise OptionsError(f"backend {backend!r} needs model: <model id as the server names it>")
@@ -509,5 +507,14 @@ def client_from_options(
         health_path=str(options.get("health_path", "models")),
         clock=clock,
         transport=transport,
-        max_cost_usd=None if options.get("max_cost_usd") is None else float(options["max_cost_usd"]),
     )
+
+
+def vision_chat_from_options(options: Mapping[str, Any]) -> OpenAIVisionChat:
+    """The ``openai-chat`` target the role's options describe."""
+    return OpenAIVisionChat(client_from_options(options))
+
+
+def text_from_options(options: Mapping[str, Any]) -> OpenAIText:
+    """The ``openai-chat`` text model (extractor, judge, edit parser) the role's options describe."""
+    return OpenAIText(client_from_options(options))

@@ -27,6 +27,8 @@ Options::
     concurrency: 4
     timeout_s: 300
     max_retries: 6
+    max_cost_usd: null            # the role's ceiling; needs price_per_call_usd (the API reports no cost)
+    price_per_call_usd: null
 """
 
 from __future__ import annotations
@@ -38,27 +40,43 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from PIL import Image
+from pydantic import Field
 
 from model_adapters.endpoints import EndpointPool
 from model_adapters.errors import EditRefused, OptionsError, PermanentBackendError
 from model_adapters.images import decode_image, png_bytes
-from model_adapters.remote_editor import EDITOR_HTTP_OPTIONS, EditorUsage, HttpCaller, finish
-from model_adapters.transport import MalformedReply, check_base_url, check_options, secret_from_env
+from model_adapters.remote_editor import EditorHttpOptions, EditorUsage, HttpCaller, finish
+from model_adapters.transport import MalformedReply, check_base_url, secret_from_env
+from verification.backends import check_options
 
-OPTIONS = EDITOR_HTTP_OPTIONS | {
-    "model",
-    "size",
-    "quality",
-    "input_fidelity",
-    "extra",
-    "base_urls",
-    "dead_after",
-    "cooldown_s",
-    "health_path",
-}
+
+class OpenAIImagesOptions(EditorHttpOptions):
+    """``openai-images``: OpenAI's images.edit (or a server speaking it)."""
+
+    reports_cost: ClassVar[bool] = False
+
+    model: str = Field("gpt-image-2.5-sunburst", description="A current GPT image model.")
+    api_key_env: str | None = Field(
+        "OPENAI_API_KEY", description="The environment variable holding the key; null for a local server."
+    )
+    base_url: str | None = Field("https://api.openai.com/v1", description="The API root (or base_urls).")
+    base_urls: list[str] | None = Field(None, description="Several servers, one rotation.")
+    dead_after: int = Field(
+        3, description="With base_urls: consecutive failures before leaving the rotation."
+    )
+    cooldown_s: float = Field(30.0, description="With base_urls: seconds before a health check.")
+    health_path: str = Field("models", description="With base_urls: GET <base>/<health_path>.")
+    size: str | None = Field(None, description="auto, 1024x1024, 1536x1024 or 1024x1536.")
+    quality: str | None = Field(None, description="low, medium, high or auto.")
+    input_fidelity: str | None = Field(
+        None, description="Only gpt-image-1.5 (high/low) and gpt-image-1-mini (low)."
+    )
+    extra: dict[str, Any] | None = Field(None, description="More form fields.")
+
+
 _REFUSAL_MARKERS = ("moderation", "safety", "content_policy", "content policy")
 DEFAULT_MODEL = "gpt-image-2.5-sunburst"
 INPUT_FIDELITY = {"gpt-image-1.5": ("high", "low"), "gpt-image-1-mini": ("low",)}
@@ -160,7 +178,7 @@ def from_options(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> OpenAIImageEditor:
-    check_options(options, OPTIONS, "openai-images")
+    check_options(OpenAIImagesOptions, options, "backend 'openai-images'")
     model = options.get("model", DEFAULT_MODEL)
     if not isinstance(model, str) or not model:
         raise OptionsError(f"openai-images: model must be a model id such as {DEFAULT_MODEL}")

@@ -23,15 +23,34 @@ from typing import Any
 
 from openai.types.chat import ChatCompletion
 from PIL import Image
+from pydantic import Field
 
 from model_adapters.contracts import GenerationParams
 from model_adapters.errors import EditRefused, OptionsError
 from model_adapters.images import data_uri, decode_data_uri
-from model_adapters.openai_chat import OPTIONS as CHAT_OPTIONS
-from model_adapters.openai_chat import ChatClient, client_from_options
+from model_adapters.openai_chat import ChatClient, ChatOptions, client_from_options
 from model_adapters.remote_editor import EditorUsage, finish
+from verification.backends import check_options
 
-OPTIONS = CHAT_OPTIONS | {"image_config", "max_tokens", "modalities"}
+
+class OpenRouterImageOptions(ChatOptions):
+    """``openrouter-image``: image editing through chat completions with image output (Gemini on
+    OpenRouter); the chat options, with OpenRouter's defaults, and these."""
+
+    base_url: str | None = Field("https://openrouter.ai/api/v1", description="The server (or base_urls).")
+    api_key_env: str | None = Field(
+        "OPENROUTER_API_KEY", description="The environment variable holding the key."
+    )
+    concurrency: int = Field(4, description="Edits in flight for this role.")
+    image_config: dict[str, Any] | None = Field(
+        None, description="OpenRouter's image_config, e.g. {aspect_ratio: '4:3'}."
+    )
+    max_tokens: int = Field(8192, description="The reply's token limit.")
+    modalities: list[str] | None = Field(
+        None, description='["image"] or ["image", "text"]; default by model family.'
+    )
+
+
 IMAGE_ONLY_FAMILIES = ("black-forest-labs/", "sourceful/")
 """OpenRouter model-id prefixes of models that output only images (``modalities: ["image"]``)."""
 
@@ -122,6 +141,7 @@ class OpenRouterImageEditor:
 
 def from_options(options: Mapping[str, Any], **client_kwargs: Any) -> OpenRouterImageEditor:
     """The editor the role's options describe (``client_kwargs``: see ``client_from_options``)."""
+    check_options(OpenRouterImageOptions, options, "backend 'openrouter-image'")
     opts = dict(options)
     image_config = opts.pop("image_config", None)
     max_tokens = int(opts.pop("max_tokens", 8192))

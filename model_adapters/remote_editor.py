@@ -21,14 +21,15 @@ from typing import Any
 
 import httpx
 from PIL import Image
+from pydantic import Field
 
+from model_adapters.cost_ceiling import PaidOptions
 from model_adapters.endpoints import Endpoint, EndpointPool
 from model_adapters.errors import (
     BackendError,
     EditRefused,
     OptionsError,
     PermanentBackendError,
-    ProviderStop,
     RateLimited,
 )
 from model_adapters.images import match_size
@@ -37,17 +38,17 @@ from model_adapters.transport import Scrubber, json_body, map_status, map_transp
 
 _UNCERTAIN = "the provider may have accepted (and billed) it, so it is not sent again"
 
-EDITOR_HTTP_OPTIONS = frozenset(
-    {
-        "api_key_env",
-        "base_url",
-        "concurrency",
-        "timeout_s",
-        "max_retries",
-        "backoff_base_s",
-        "backoff_max_s",
-    }
-)
+
+class EditorHttpOptions(PaidOptions):
+    """What every HTTP image editor takes: the wire and its retries (and the cost ceiling)."""
+
+    api_key_env: str | None = Field(None, description="The environment variable holding the key.")
+    base_url: str | None = Field(None, description="The provider's API root.")
+    concurrency: int | None = Field(None, description="Edits in flight for this role (default per provider).")
+    timeout_s: float | None = Field(None, description="Seconds per HTTP request (default per provider).")
+    max_retries: int = Field(6, description="Retries of a failed request (429, 5xx, timeouts).")
+    backoff_base_s: float = Field(1.0, description="First retry wait; doubles up to backoff_max_s.")
+    backoff_max_s: float = Field(60.0, description="Longest retry wait.")
 
 
 class SubmitUncertain(PermanentBackendError):
@@ -210,7 +211,7 @@ class EditorUsage:
 
     def add(self, field: str, n: int = 1) -> None:
         with self._lock:
-            self.counts[field] += n
+            self.counts[field] = self.counts.get(field, 0) + n  # "lookups" only when one happened
 
     @contextlib.contextmanager
     def counting_failures(self) -> Iterator[None]:
@@ -228,17 +229,6 @@ class EditorUsage:
         if isinstance(usd, (int, float)) and not isinstance(usd, bool):
             with self._lock:
                 self.cost = (self.cost or 0.0) + float(usd)
-
-    def check_ceiling(self, ceiling: float | None, name: str) -> None:
-        """Before a paid call: ``ProviderStop`` once the cost reported so far has reached
-        ``ceiling`` (USD). Calls already in flight finish (at most ``concurrency`` calls over)."""
-        with self._lock:
-            spent = self.cost or 0.0
-        if ceiling is not None and spent >= ceiling:
-            raise ProviderStop(
-                f"{name}: max_cost_usd {ceiling:.2f} reached ({spent:.2f} USD reported); "
-                "no new paid call is made"
-            )
 
     def add_tokens(self, usage: object) -> None:
         if isinstance(usage, Mapping):

@@ -48,12 +48,6 @@ for _name, _value in {
     os.environ.setdefault(_name, _value)
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The longest tests (``longest``: minutes of one core each) go first, so that under xdist they
-    run beside the rest of the suite instead of alone at its end."""
-    items.sort(key=lambda item: item.get_closest_marker("longest") is None)
-
-
 @pytest.fixture(scope="session")
 def tiny_qwen3_vl(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 170k-parameter random Qwen3-VL saved to disk, built offline from configs."""

@@ -27,6 +27,8 @@ ALLOWED = {
     "edct_task/run/checks.py": "the checked parsing the reader calls (parse_record)",
     "edct_task/leaderboard/bundle.py": "a bundle's samples.jsonl member: the bundle format, not a run folder",
     "edct_task/run/sharding.py": "records passed between the ranks of one running job",
+    "edct_task/inspect/solver.py": "a record handed to Inspect's scorer in the sample's store",
+    "edct_task/inspect/scorer.py": "the record Inspect's solver handed over in the sample's store",
 }
 
 

@@ -78,7 +78,6 @@ def test_load_run_reads_only_bounded_regular_files(
     from support.edct_runs import records, write_edct_run
 
     import edct_task.run.checks as checks
-    import edct_task.run.outputs as outputs
 
     folder = tmp_path / "run"
     write_edct_run(folder, records(1.0, n=2))
@@ -99,7 +98,7 @@ def test_load_run_reads_only_bounded_regular_files(
         if member == "results.json":
             monkeypatch.setattr(checks.read_json_object, "__defaults__", (100,))
         else:
-            monkeypatch.setattr(outputs, "MAX_LOG_BYTES", 100)
+            monkeypatch.setattr(checks.read_lines, "__defaults__", (100, checks.MAX_LINE_BYTES))
         expected = "larger than 100 bytes"
     with pytest.raises(RunReadError) as exc:
         load_run(folder)

@@ -48,6 +48,13 @@ class DetectAndSegment:
 
         return {"name": self.name, "detector": ident(self.detector), "segmenter": ident(self.segmenter)}
 
+    def close(self) -> None:
+        """Release what the detector and the segmenter hold (an HTTP client); safe to repeat."""
+        for part in (self.detector, self.segmenter):
+            close = getattr(part, "close", None)
+            if callable(close):
+                close()
+
     def locate(self, image: Image.Image, target: str) -> Localization:
         dets = self.detector.detect(image, target)
         if not dets.found:

@@ -29,7 +29,15 @@ from verification.change_map import ChangeMap, change_map
 from verification.masks import dilate_mask, dilation_radius, validate_mask
 from verification.records import GateParams
 
-__all__ = ["GateOutcome", "GateParams", "GateResult", "GateVerdict", "evaluate_gate", "gate_decision"]
+__all__ = [
+    "GateOutcome",
+    "GateParams",
+    "GateResult",
+    "GateVerdict",
+    "evaluate_gate",
+    "gate_decision",
+    "gate_verdict",
+]
 
 GateVerdict = Literal["pass", "no_change_in_target", "change_outside_target"]
 
@@ -49,6 +57,16 @@ class GateResult(BaseModel):
     n_out: int = Field(description="Valid pixels outside M.")
     tau_in: float = Field(description="The threshold r_in had to exceed.")
     tau_out: float = Field(description="The threshold r_out had to stay under.")
+
+
+def gate_verdict(r_in: float, r_out: float, *, tau_in: float, tau_out: float) -> GateVerdict:
+    """The pass rule on the two change ratios: ``change_outside_target`` when r_out ≥ τ_out
+    (reported first), ``no_change_in_target`` when r_in ≤ τ_in, else ``pass``."""
+    if r_out >= tau_out:
+        return "change_outside_target"
+    if r_in <= tau_in:
+        return "no_change_in_target"
+    return "pass"
 
 
 def gate_decision(
@@ -92,13 +110,7 @@ def gate_decision(
     n_in, n_out = int(inside.sum()), int(outside.sum())
     r_in = float((d & inside).sum()) / n_in if n_in else 0.0
     r_out = float((d & outside).sum()) / n_out if n_out else 0.0
-    verdict: GateVerdict
-    if r_out >= tau_out:
-        verdict = "change_outside_target"
-    elif r_in <= tau_in:
-        verdict = "no_change_in_target"
-    else:
-        verdict = "pass"
+    verdict = gate_verdict(r_in, r_out, tau_in=tau_in, tau_out=tau_out)
     return GateResult(
         passed=verdict == "pass",
         verdict=verdict,

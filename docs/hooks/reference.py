@@ -5,7 +5,9 @@ A reference page holds one marker line, replaced by Markdown generated here:
 - ``<!-- edct-reference: cli -->``: every ``edct`` command and flag, from the real argparse parsers
   (``edct_task.cli.main.build_parser``): usage, each argument's flags, choices, default and help;
 - ``<!-- edct-reference: models NAME -->``: the pydantic models of one group of ``MODEL_GROUPS``
-  (each field's name, type, default and description), every nested model of ours included.
+  (each field's name, type, default and description), every nested model of ours included;
+- ``<!-- edct-reference: backends -->``: every registered backend (``edct_task.roles.registry``),
+  by kind: its traits and its options model's fields.
 
 So the reference cannot drift from the code. ``tests/docs/test_reference.py`` imports this file and
 fails when a flag has no ``help`` or a field no ``description``.
@@ -42,7 +44,9 @@ def _checkout_first() -> None:
         raise RuntimeError(f"edct_task was imported from {loaded.__file__}, not from {ROOT}")
 
 
-MARKER = re.compile(r"^<!-- edct-reference: (?P<what>cli|models (?P<group>[a-z-]+)) -->$", re.MULTILINE)
+MARKER = re.compile(
+    r"^<!-- edct-reference: (?P<what>cli|backends|models (?P<group>[a-z-]+)) -->$", re.MULTILINE
+)
 
 MODEL_GROUPS: dict[str, tuple[str, ...]] = {
     "config": ("edct_task.config:RunConfig",),
@@ -61,6 +65,8 @@ MODEL_MODULES = (
     "edct_task.engine.driver",
     "edct_task.core.records",
     "edct_task.run.log",
+    "edct_task.run.sharding",
+    "edct_task.scoring.results",
     "verification.records",
     "verification.gate",
     "edct_task.annotation.labels",
@@ -143,7 +149,17 @@ def _values(action: argparse.Action) -> str:
 def _default(action: argparse.Action) -> str:
     if action.nargs == 0 or action.default in (None, argparse.SUPPRESS, [], ()):
         return ""
-    return f"`{action.default}`"
+    return code(action.default)
+
+
+def code(value: Any) -> str:
+    """``value`` as one Markdown code span whatever its text holds: a fence longer than any run of
+    backticks inside, padded where the text starts or ends with one (CommonMark's rule), so no
+    default ever shows as raw backticks; an empty text shows as ``""``."""
+    text = str(value) or '""'
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 # -- the pydantic models -------------------------------------------------------------------------
@@ -229,35 +245,63 @@ def _field_default(field: Any) -> str:
         return f"see [{type(value).__name__}](#{type(value).__name__.lower()})"
     if isinstance(value, enum.Enum):
         value = value.value
-    return f"`{value!r}`" if not isinstance(value, str) else f'`"{value}"`'
+    return code(repr(value) if not isinstance(value, str) else f'"{value}"')
 
 
 def models_markdown(group: str) -> str:
     out: list[str] = []
     for model in group_models(group):
         out.append(f"### {model.__name__}\n")
-        out.append(f"`{model.__module__}.{model.__name__}`\n")
-        doc = inspect.getdoc(model)
-        if doc and doc != inspect.getdoc(BaseModel):
-            out.append(_escape_text(doc) + "\n")
-        extra = model.model_config.get("extra")
-        if extra == "forbid":
-            out.append("Unknown keys are refused.\n")
-        elif extra == "allow":
-            out.append("Further keys are allowed and passed on (a backend's options).\n")
-        out.append("| field | type | default | description |")
-        out.append("|---|---|---|---|")
-        for name, field in model.model_fields.items():
-            shown = field.alias or name
-            cells = (
-                f"`{shown}`",
-                _cell(type_name(field.annotation), code=True),
-                _cell(_field_default(field)),
-                _cell(field.description or ""),
-            )
-            out.append("| " + " | ".join(cells) + " |")
-        out.append("")
+        out.extend(_model_table(model))
     return "\n".join(out)
+
+
+def backends_markdown() -> str:
+    """Every registered backend by kind: its traits, and its options with types and defaults."""
+    _checkout_first()
+    from edct_task.roles import registry
+
+    out: list[str] = []
+    for kind, records in registry().items():
+        out.append(f"### {kind}\n")
+        for name, record in sorted(records.items()):
+            traits = [
+                t for t in ("paid", "local_weights", "serial", "calibration_only") if getattr(record, t)
+            ]
+            t = record.latency
+            out.append(f"#### `{name}`\n")
+            out.append(
+                f"Traits: {', '.join(f'`{x}`' for x in traits) or 'none'}; assumed latency "
+                f"{t.seconds:g} s per call ({_escape_text(t.note or 'no note')}).\n"
+            )
+            out.extend(_model_table(record.options_model()))
+    return "\n".join(out)
+
+
+def _model_table(model: type[BaseModel]) -> list[str]:
+    out: list[str] = []
+    out.append(f"`{model.__module__}.{model.__name__}`\n")
+    doc = inspect.getdoc(model)
+    if doc and doc != inspect.getdoc(BaseModel):
+        out.append(_escape_text(doc) + "\n")
+    extra = model.model_config.get("extra")
+    if extra == "forbid":
+        out.append("Unknown keys are refused.\n")
+    elif extra == "allow":
+        out.append("Further keys are allowed and passed on (a backend's options).\n")
+    out.append("| field | type | default | description |")
+    out.append("|---|---|---|---|")
+    for name, field in model.model_fields.items():
+        shown = field.alias or name
+        cells = (
+            f"`{shown}`",
+            _cell(type_name(field.annotation), code=True),
+            _cell(_field_default(field)),
+            _cell(field.description or ""),
+        )
+        out.append("| " + " | ".join(cells) + " |")
+    out.append("")
+    return out
 
 
 # -- completeness (tests/docs/test_reference.py) ---------------------------------------------------
@@ -310,6 +354,8 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
     def replace(match: re.Match[str]) -> str:
         if match.group("what") == "cli":
             return cli_markdown()
+        if match.group("what") == "backends":
+            return backends_markdown()
         group = match.group("group")
         if group not in MODEL_GROUPS:
             raise ValueError(f"unknown model group {group!r}; known: {', '.join(MODEL_GROUPS)}")

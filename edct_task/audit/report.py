@@ -11,6 +11,11 @@ The report folder::
     img/, thumb/          full images and thumbnails, named by image-store reference
     audit.json            what was written (counts, missing images)
 
+A run whose known-answer controls put a text role below the bar (``scoring.controls``) is
+*unreliable*: ``index.html`` opens with an **UNRELIABLE RUN** banner listing the reasons and a
+table of the controls, written as static, HTML-escaped markup (it shows without the script), and
+``run.controls`` / ``run.unreliable`` in its data say the same.
+
 Pages hold their data as JSON in ``<script type="application/json">`` (``edct_task.audit.embed``)
 and ``assets/audit.js`` renders it with ``textContent`` only: model and judge text can never
 become markup. Nothing is fetched from the network; the pages need no server.
@@ -31,6 +36,9 @@ from edct_task.audit.embed import attribute, script_json_element
 from edct_task.audit.images import ImageWriter, Picture
 from edct_task.core.records import ChainStep, EditAttempt, SampleRecord
 from edct_task.engine.files import atomic_write
+from edct_task.run.log import partial_label
+from edct_task.scoring.metrics import family
+from edct_task.scoring.results import Results
 from edct_task.text_safety import reveal_all, reveal_line
 
 __all__ = ["AUDIT_FORMAT_VERSION", "AuditSummary", "RunLike", "sample_page_name", "write_audit"]
@@ -63,6 +71,8 @@ class AuditSummary:
     images: int
     missing_images: int
     by_status: dict[str, int]
+    partial: str | None = None
+    """``run.log.partial_label`` of a merge of some slices only."""
 
     @property
     def index(self) -> Path:
@@ -228,8 +238,7 @@ def _sample_view(record: SampleRecord, images: ImageWriter) -> dict[str, Any]:
         },
         "instructions_error": None if record.instructions is None else record.instructions.error,
         "instructions_raw": None if record.instructions is None else record.instructions.raw,
-        "ccs_binary": None if scores is None else _finite(scores.ccs_binary),
-        "ccs_graded": None if scores is None else _finite(scores.ccs_graded),
+        **{m.name: None if scores is None else _finite(m.value(scores)) for m in family("score")},
         "ac": [] if scores is None else list(scores.ac),
         "ef": [] if scores is None else list(scores.ef),
         "steps": steps,
@@ -253,8 +262,7 @@ def _index_row(view: dict[str, Any], page: str) -> dict[str, Any]:
         "status": view["status"],
         "reason": view["reason"],
         "question": view["question"],
-        "ccs_binary": view["ccs_binary"],
-        "ccs_graded": view["ccs_graded"],
+        **{m.name: view[m.name] for m in family("score")},
         "ac": view["ac"],
         "ef": view["ef"],
         "steps": len(view["steps"]),
@@ -263,33 +271,90 @@ def _index_row(view: dict[str, Any], page: str) -> dict[str, Any]:
     }
 
 
-def _metrics(results: dict[str, Any]) -> dict[str, Any]:
-    """Overall CCS estimates with their CIs, from an ``edct run`` results file (else empty)."""
-    overall = (
-        (results.get("results") or {}).get("overall") if isinstance(results.get("results"), dict) else None
-    )
-    metrics = overall.get("metrics") if isinstance(overall, dict) else None
+def _metrics(summary: Results | None) -> dict[str, Any]:
+    """Overall estimates of the score metrics (CCS) with their CIs (else empty)."""
+    if summary is None:
+        return {}
     out: dict[str, Any] = {}
-    for name in ("ccs_binary", "ccs_graded"):
-        m = metrics.get(name) if isinstance(metrics, dict) else None
-        if isinstance(m, dict):
-            out[name] = {k: m.get(k) for k in ("estimate", "low", "high", "n")}
+    for name in (m.name for m in family("score")):
+        value = summary.overall.metric(name)
+        if value is not None:
+            out[name] = value.model_dump(include={"estimate", "low", "high", "n"})
     return out
 
 
 def _run_summary(run: RunLike, source: str) -> dict[str, Any]:
     results = run.results if isinstance(run.results, dict) else {}
-    metrics = _metrics(results)
-    if not metrics and run.records:  # lmms-eval output: the overall CCS from the logged samples
+    log = getattr(run, "log", None)
+    summary: Results | None = log.results if log is not None else None
+    if summary is None and run.records:  # lmms-eval output: the overall CCS from the logged samples
         from edct_task.scoring.metrics import summarise
 
-        metrics = _metrics({"results": summarise(list(run.records))})
+        summary = summarise(list(run.records))
+    metrics = _metrics(summary)
+    from edct_task.scoring.controls import controls_status, unreliable_reasons
+
+    controls = results.get("controls") if isinstance(results.get("controls"), dict) else None
     return {
         "source": source,
         "kind": getattr(run, "kind", None),
         "model": model_name(results),
         "metrics": _plain(metrics),
+        "controls": _plain(controls),
+        "controls_status": controls_status(controls),
+        "unreliable": [str(r) for r in unreliable_reasons(controls)],
+        "partial": partial_label(results),
     }
+
+
+def partial_banner(summary: dict[str, Any]) -> str:
+    """Static, escaped markup for the index page: the PARTIAL RUN banner of an ``edct merge
+    --allow-missing`` result (its label names the missing slices); "" for a complete run."""
+    from html import escape
+
+    label = summary.get("partial")
+    if not label:
+        return ""
+    return (
+        '<section class="unreliable" role="alert"><h2>PARTIAL RUN</h2>'
+        f"<p>{escape(reveal_line(str(label)), quote=True)}: the numbers cover only the slices that "
+        "were run and are not comparable with complete runs.</p></section>\n"
+    )
+
+
+def controls_banner(summary: dict[str, Any]) -> str:
+    """Static, escaped markup for the index page: the UNRELIABLE RUN banner with its reasons and
+    the controls' table (role, judge, n, correct, accuracy, 95% CI); "" for a reliable run."""
+    from html import escape
+
+    from edct_task.scoring.controls import controls_rows
+
+    reasons = summary.get("unreliable") or []
+    if not reasons:
+        return ""
+
+    def e(value: Any) -> str:
+        return escape(reveal_line(str(value)), quote=True)
+
+    items = "".join(f"<li>{e(r)}</li>" for r in reasons)
+    rows = []
+    for r in controls_rows(summary.get("controls")):
+        ci = "–" if r["ci"] is None else f"[{r['ci'][0]:.3f}, {r['ci'][1]:.3f}]"
+        acc = "–" if r["accuracy"] is None else f"{r['accuracy']:.3f}"
+        flag = " below the bar" if r["below_bar"] else ""
+        rows.append(
+            f"<tr><td>{e(r['role'])}</td><td>{e(r['judge'])}</td><td>{e(r['n'])}</td>"
+            f"<td>{e(r['correct'])}</td><td>{e(acc + flag)}</td><td>{e(ci)}</td></tr>"
+        )
+    table = (
+        '<table class="controls"><thead><tr><th>role</th><th>judge</th><th>n</th><th>correct</th>'
+        "<th>accuracy</th><th>95% CI</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+    )
+    return (
+        '<section class="unreliable" role="alert"><h2>UNRELIABLE RUN</h2>'
+        "<p>A text role answered its known-answer controls below the bar: the scores of this run "
+        f"cannot be trusted (controls.jsonl has every reply).</p><ul>{items}</ul>{table}</section>\n"
+    )
 
 
 def model_name(results: dict[str, Any]) -> str | None:
@@ -324,7 +389,7 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def _page(kind: str, title: str, data: dict[str, Any], asset_prefix: str) -> str:
+def _page(kind: str, title: str, data: dict[str, Any], asset_prefix: str, banner: str = "") -> str:
     return (
         "<!doctype html>\n"
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
@@ -338,6 +403,7 @@ def _page(kind: str, title: str, data: dict[str, Any], asset_prefix: str) -> str
         f'<body data-page="{attribute(kind)}">\n'
         '<noscript><p class="noscript">This report needs JavaScript to show its data '
         "(it runs locally; nothing is fetched).</p></noscript>\n"
+        f"{banner}"
         '<main id="app"></main>\n'
         f"{script_json_element('edct-data', reveal_all(data))}\n"
         f'<script src="{asset_prefix}assets/audit.js"></script>\n'
@@ -375,6 +441,7 @@ def write_audit(run: RunLike, out_dir: Path, *, source: str = "") -> AuditSummar
     pages = [sample_page_name(i) for i in range(len(views))]
     rows = [_index_row(v, f"samples/{p}") for v, p in zip(views, pages, strict=True)]
     summary = _run_summary(run, source)
+    columns = [{"key": m.name, "label": m.label.replace("_", " ")} for m in family("score")]
     for i, (view, page) in enumerate(zip(views, pages, strict=True)):
         nav = {
             "index": "../index.html",
@@ -383,12 +450,20 @@ def write_audit(run: RunLike, out_dir: Path, *, source: str = "") -> AuditSummar
             "position": i + 1,
             "total": len(pages),
         }
-        data = {"run": {"source": source}, "sample": view, "nav": nav, "prefix": "../"}
+        data = {"run": {"source": source}, "sample": view, "nav": nav, "prefix": "../", "scores": columns}
         atomic_write(out_dir / "samples" / page, _page("sample", f"EDCT audit: sample {i + 1}", data, "../"))
     by_status = dict(Counter(r.status for r in records))
     atomic_write(
         out_dir / "index.html",
-        _page("index", "EDCT audit report", {"run": summary, "rows": rows, "by_status": by_status}, ""),
+        _page(
+            "index",
+            "EDCT audit report"
+            + (" (PARTIAL RUN)" if summary["partial"] else "")
+            + (" (UNRELIABLE RUN)" if summary["unreliable"] else ""),
+            {"run": summary, "rows": rows, "by_status": by_status, "scores": columns},
+            "",
+            partial_banner(summary) + controls_banner(summary),
+        ),
     )
     written = sum(1 for p in (out_dir / "img").iterdir() if p.suffix in (".png", ".jpg"))
     manifest = {
@@ -396,6 +471,7 @@ def write_audit(run: RunLike, out_dir: Path, *, source: str = "") -> AuditSummar
         "source": source,
         "samples": len(records),
         "by_status": by_status,
+        "partial": summary["partial"],
         "images": written,
         "missing_images": sorted(set(images.missing)),
     }
@@ -407,4 +483,5 @@ def write_audit(run: RunLike, out_dir: Path, *, source: str = "") -> AuditSummar
         images=written,
         missing_images=len(set(images.missing)),
         by_status=by_status,
+        partial=summary["partial"],
     )

@@ -1,8 +1,9 @@
-"""``edct build-bench``: the three sources → one EDCT-Bench dataset folder with its manifest.
+"""``edct build-bench``: the registered domains' sources → one EDCT-Bench dataset folder with its manifest.
 
-Steps: read each source whose files are given (``okvqa``, ``drivelm``, ``threedsr`` modules) and
-apply its rules; select per domain (seeded, or the explicit id list); open every selected image;
-write the dataset and manifest into a temporary folder beside ``out`` and rename it into place.
+Steps: read each domain whose local files or Hub copy are given (its ``Domain`` record's readers,
+``bench_data.domains``) and apply its rules; select per domain (seeded, or the explicit id list);
+open every selected image; write the dataset and manifest into a temporary folder beside ``out``
+and rename it into place.
 
 Selection: candidates are sorted by id and shuffled with a generator seeded by ``(seed,
 domain)``; DriveLM candidates that mention a visual cue (traffic light, pedestrian, sign, …)
@@ -23,10 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from edct_task import __version__
-from edct_task.bench_data import drivelm, hub, okvqa, threedsr
+from edct_task.bench_data import domains as registry
+from edct_task.bench_data.domain import HubSource
 from edct_task.bench_data.format import (
-    DEFAULT_COUNTS,
-    DOMAINS,
     FORMAT_NAME,
     FORMAT_VERSION,
     MANIFEST_NAME,
@@ -39,11 +39,15 @@ from edct_task.bench_data.format import (
     read_image,
     row,
 )
-from edct_task.bench_data.hub import HubSource
 from edct_task.bench_data.output import write_folder
 from edct_task.bench_data.sources import SourceScan
 from edct_task.core.inputs import InputFileError, read_text
 from edct_task.engine.files import atomic_write, json_text
+
+
+def default_counts() -> dict[str, int]:
+    """Every registered domain's ``default_count`` (the paper's EDCT-Bench: 160, 80, 60)."""
+    return {d.name: d.default_count for d in registry.domains()}
 
 
 @dataclass
@@ -51,21 +55,14 @@ class BuildRequest:
     """Everything ``edct build-bench`` takes. A domain is built when any of its inputs is given."""
 
     out: Path
-    okvqa_questions: Path | None = None
-    okvqa_annotations: Path | None = None
-    coco_images: Path | None = None
-    drivelm_json: Path | None = None
-    nuscenes_root: Path | None = None
-    threedsr_table: Path | None = None
-    threedsr_images: Path | None = None
-    okvqa_hub: HubSource | None = None
-    drivelm_hub: HubSource | None = None
-    threedsr_hub: HubSource | None = None
-    threedsr_config: str = hub.THREEDSR_CONFIG
-    """The 3DSRBench Hub table's config (``3dsr``; ``3dsr_circular`` holds the circular variants)."""
+    inputs: dict[str, dict[str, Path]] = field(default_factory=dict)
+    """Domain → its local files by ``Input.name`` (``{"okvqa": {"questions": …, …}}``)."""
+    hubs: dict[str, HubSource] = field(default_factory=dict)
+    """Domain → its Hub copy (``--<domain>-hub``, its revision and Hub options)."""
     seed: int = 0
     ids_file: Path | None = None
-    counts: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_COUNTS))
+    counts: dict[str, int] = field(default_factory=default_counts)
+    """Items per domain; a registered domain not named takes its ``default_count``."""
     skip_unreadable: bool = False
     overwrite: bool = False
 
@@ -77,15 +74,35 @@ class BuildResult:
 
 
 def parse_counts(text: str) -> dict[str, int]:
-    """``"160,80,60"`` → counts per domain (OK-VQA, DriveLM, 3DSRBench)."""
-    parts = [p.strip() for p in text.split(",")]
-    try:
-        values = [int(p) for p in parts]
-    except ValueError:
-        raise BenchDataError(f"--counts {text!r}: expected three integers, e.g. 160,80,60") from None
-    if len(values) != len(DOMAINS) or any(v < 0 for v in values):
-        raise BenchDataError(f"--counts {text!r}: expected three non-negative integers (okvqa,drivelm,3dsr)")
-    return dict(zip(DOMAINS, values, strict=True))
+    """``--counts``: one count per registered domain in registry order (``"160,80,60"``), or
+    ``NAME=N`` pairs (``"okvqa=20,3dsr=10"``; a domain not named keeps its default)."""
+    names = registry.names()
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    order = ",".join(names)
+    if parts and all("=" in p for p in parts):
+        pairs = [p.split("=", 1) for p in parts]
+        unknown = [k.strip() for k, _ in pairs if k.strip() not in names]
+        if unknown:
+            raise BenchDataError(f"--counts {text!r}: no domain {', '.join(unknown)} (domains: {order})")
+        named = {k.strip(): v.strip() for k, v in pairs}
+    elif parts and not any("=" in p for p in parts):
+        if len(parts) != len(names):
+            raise BenchDataError(
+                f"--counts {text!r}: expected {len(names)} integers, one per domain ({order}), "
+                "or NAME=N pairs"
+            )
+        named = dict(zip(names, parts, strict=True))
+    else:
+        raise BenchDataError(f"--counts {text!r}: give one integer per domain ({order}) or NAME=N pairs")
+    counts = default_counts()
+    for name, value in named.items():
+        try:
+            counts[name] = int(value)
+        except ValueError:
+            raise BenchDataError(f"--counts {text!r}: {name}: {value!r} is not an integer") from None
+        if counts[name] < 0:
+            raise BenchDataError(f"--counts {text!r}: {name}: a count is >= 0")
+    return counts
 
 
 def read_ids(path: Path) -> list[str]:
@@ -101,11 +118,10 @@ def read_ids(path: Path) -> list[str]:
         item = line.split("#", 1)[0].strip()
         if not item:
             continue
-        domain = _domain_of(item)
-        if domain is None:
+        if registry.of_id(item) is None:
             raise BenchDataError(
                 f"{path}:{n}: id {item!r} does not start with a domain prefix "
-                f"({', '.join(d + '-' for d in DOMAINS)})"
+                f"({', '.join(d + '-' for d in registry.names())})"
             )
         if item in ids:
             raise BenchDataError(f"{path}:{n}: duplicate id {item!r} (rule: ids must be unique)")
@@ -113,56 +129,49 @@ def read_ids(path: Path) -> list[str]:
     return ids
 
 
-def _domain_of(item_id: str) -> str | None:
-    return next((d for d in DOMAINS if item_id.startswith(d + "-")), None)
+def _domain_of(item_id: str) -> str:
+    found = registry.of_id(item_id)
+    assert found is not None  # read_ids checked every id
+    return found.name
 
 
 def _scans(req: BuildRequest, wanted: set[str]) -> dict[str, SourceScan]:
-    given = {
-        "okvqa": (req.okvqa_questions, req.okvqa_annotations, req.coco_images),
-        "drivelm": (req.drivelm_json, req.nuscenes_root),
-        "3dsr": (req.threedsr_table, req.threedsr_images),
-    }
-    hubs = {"okvqa": req.okvqa_hub, "drivelm": req.drivelm_hub, "3dsr": req.threedsr_hub}
-    flags = {"okvqa": "--okvqa-hub", "drivelm": "--drivelm-hub", "3dsr": "--3dsr-hub"}
+    """The wanted domains whose local files or Hub copy are given, read, in registry order."""
+    unknown = sorted((set(req.inputs) | set(req.hubs)) - set(registry.names()))
+    if unknown:
+        raise BenchDataError(f"no domain {', '.join(unknown)} (domains: {', '.join(registry.names())})")
     scans: dict[str, SourceScan] = {}
-    for domain in DOMAINS:
-        local = any(v is not None for v in given[domain])
-        if hubs[domain] is not None and local:
-            raise BenchDataError(f"{flags[domain]} and local {domain} files both given: use one or the other")
-        if domain not in wanted or not (local or hubs[domain] is not None):
+    for domain in registry.domains():
+        local = {k: v for k, v in req.inputs.get(domain.name, {}).items() if v is not None}
+        source = req.hubs.get(domain.name)
+        if source is not None and local:
+            raise BenchDataError(
+                f"{domain.hub_flag} and local {domain.name} files both given: use one or the other"
+            )
+        if domain.name not in wanted or not (local or source is not None):
             continue
-        source = hubs[domain]
-        if source is not None:
-            if domain == "okvqa":
-                scans[domain] = hub.scan_okvqa(source)
-            elif domain == "drivelm":
-                scans[domain] = hub.scan_drivelm(source)
-            else:
-                scans[domain] = hub.scan_threedsr(source, req.threedsr_config)
-        elif domain == "okvqa":
-            scans[domain] = okvqa.scan(req.okvqa_questions, req.okvqa_annotations, req.coco_images)
-        elif domain == "drivelm":
-            scans[domain] = drivelm.scan(req.drivelm_json, req.nuscenes_root)
-        else:
-            scans[domain] = threedsr.scan(req.threedsr_table, req.threedsr_images)
+        scans[domain.name] = domain.scan_hub(source) if source is not None else domain.scan_local(local)
     return scans
+
+
+def _source_flags() -> str:
+    return ", ".join(d.hub_flag for d in registry.domains() if d.hub is not None)
 
 
 def build_bench(req: BuildRequest) -> BuildResult:
     """Build the EDCT-Bench dataset folder ``req.out``; nothing is written when anything fails."""
     ids = read_ids(req.ids_file) if req.ids_file else None
-    wanted = {d for d in DOMAINS if (ids is None and req.counts.get(d, 0) > 0)}
-    if ids is not None:
-        wanted = {_domain_of(i) for i in ids}  # type: ignore[misc]
+    counts = {**default_counts(), **req.counts}
+    wanted = {d for d, n in counts.items() if n > 0} if ids is None else {_domain_of(i) for i in ids}
     scans = _scans(req, wanted)
     if not scans:
+        labels = ", ".join(d.label for d in registry.domains())
         raise BenchDataError(
-            "no source to build from: give the OK-VQA, DriveLM and/or 3DSRBench files, or their Hub "
-            "datasets (--okvqa-hub, --drivelm-hub, --3dsr-hub; see `edct build-bench --help`)"
+            f"no source to build from: give the files of one or more domains ({labels}), or their Hub "
+            f"datasets ({_source_flags()}; see `edct build-bench --help`)"
         )
     if ids is not None:
-        lacking = sorted({_domain_of(i) for i in ids} - set(scans))  # type: ignore[type-var]
+        lacking = sorted({_domain_of(i) for i in ids} - set(scans))
         if lacking:
             raise BenchDataError(f"{req.ids_file}: lists {lacking} ids, but those sources were not given")
 
@@ -173,8 +182,9 @@ def build_bench(req: BuildRequest) -> BuildResult:
             listed = [i for i in ids if _domain_of(i) == domain]
             chosen, skipped = _select_listed(scan, listed, req)
         else:
-            chosen, skipped = _select_seeded(scan, req.counts[domain], req)
-        rows += [row(c, data) for c, data in chosen]
+            chosen, skipped = _select_seeded(scan, counts[domain], req)
+        prompt = registry.registry()[domain].system_prompt
+        rows += [row(c, data, prompt) for c, data in chosen]
         domains[domain] = _domain_manifest(scan, len(chosen), skipped, req)
     check_unique((r["id"] for r in rows), "the selected items")
 
@@ -188,12 +198,12 @@ def build_bench(req: BuildRequest) -> BuildResult:
         "ids_file": None
         if req.ids_file is None
         else {"path": str(req.ids_file), "sha256": file_sha256(Path(req.ids_file)), "ids": len(ids or [])},
-        "counts_requested": None if ids is not None else {d: req.counts[d] for d in scans},
+        "counts_requested": None if ids is not None else {d: counts[d] for d in scans},
         "counts": {d: m["selected"] for d, m in domains.items()},
         "total": len(rows),
         "unreadable_images": "skip" if req.skip_unreadable else "error",
         "metadata_encoding": "json string",
-        "system_prompts": {"drivelm": drivelm.SYSTEM_PROMPT},
+        "system_prompts": {d.name: d.system_prompt for d in registry.domains() if d.system_prompt},
         "domains": domains,
     }
 

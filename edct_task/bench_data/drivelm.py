@@ -12,13 +12,14 @@ artefacts are dropped; every question is asked under the ego-vehicle system prom
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from edct_task.bench_data.domain import Domain, Hub, Input
 from edct_task.bench_data.format import BenchDataError, Candidate
-from edct_task.bench_data.sources import RuleTally, SourceScan, load_json, require_dir, require_file
+from edct_task.bench_data.sources import RuleTally, SourceScan, load_json
 
 SOURCE = "DriveLM-nuScenes"
 FRONT = "CAM_FRONT"
@@ -74,10 +75,10 @@ def rules() -> list[RuleTally]:
     ]
 
 
-def scan(qa_file: Path | None, nuscenes_root: Path | None) -> SourceScan:
-    """Read DriveLM-nuScenes and apply its rules; images are located, not read."""
-    path = require_file(qa_file, "--drivelm-json", "DriveLM-nuScenes QA JSON, e.g. v1_1_train_nus.json")
-    root = require_dir(nuscenes_root, "--nuscenes-root", "the nuScenes folder holding samples/CAM_FRONT/")
+def scan(paths: Mapping[str, Path | None]) -> SourceScan:
+    """Read DriveLM-nuScenes (``qa``, ``nuscenes_root``, checked by ``DOMAIN.inputs``) and apply
+    its rules; images are located, not read."""
+    path, root = Path(paths["qa"]), Path(paths["nuscenes_root"])
     if not (root / "samples" / FRONT).is_dir():
         raise BenchDataError(
             f"{root}: wrong layout for --nuscenes-root, expected <root>/samples/{FRONT}/ "
@@ -136,7 +137,6 @@ def scan_document(out: SourceScan, path: Path, locate: Callable[[str], FrontImag
                             image_path=image.path,
                             image_reader=image.reader,
                             image_label=image.label,
-                            system_prompt=SYSTEM_PROMPT,
                             metadata={
                                 "scene_token": scene_token,
                                 "frame_token": frame_token,
@@ -182,3 +182,24 @@ def resolve_image(root: Path, image_path: str) -> Path:
     if "samples" in parts:
         return root.joinpath(*parts[parts.index("samples") :])
     return root / "samples" / FRONT / parts[-1]
+
+
+DOMAIN = Domain(
+    name="drivelm",
+    label=SOURCE,
+    default_count=80,
+    inputs=(
+        Input("qa", "--drivelm-json", "DriveLM QA JSON, e.g. v1_1_train_nus.json"),
+        Input("nuscenes_root", "--nuscenes-root", "nuScenes folder holding samples/CAM_FRONT/", "folder"),
+    ),
+    scan=scan,
+    hub=Hub(
+        "OpenDriveLab/DriveLM",
+        "OpenDriveLab/DriveLM (v1_1_train_nus.json and drivelm_nus_imgs_train.zip), "
+        "or a local folder holding those two files",
+        "edct_task.bench_data.hub:scan_drivelm",
+    ),
+    system_prompt=SYSTEM_PROMPT,
+    description="driving questions about a car's front-camera view",
+)
+"""DriveLM-nuScenes' registration (``edct_task.bench_data.domains``)."""

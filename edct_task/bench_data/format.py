@@ -3,14 +3,16 @@
 Columns (``FEATURES``):
 
 ``id``             unique benchmark id, ``<domain>-<source id>`` (e.g. ``okvqa-2971475``)
-``domain``         ``okvqa``, ``drivelm`` or ``3dsr`` (the per-domain lmms-eval tasks filter on it)
+``domain``         the domain's name, ``okvqa``, ``drivelm``, ``3dsr`` or a registered one
+                   (``bench_data.domains``; the per-domain lmms-eval tasks filter on it)
 ``question``       the text sent to the target VLM (3DSRBench: question and lettered options)
-``system_prompt``  sent before the question; ``""`` when there is none (DriveLM: the ego-vehicle prompt)
+``system_prompt``  sent before the question: the domain's (``Domain.system_prompt``); ``""`` when
+                   there is none (DriveLM: the ego-vehicle prompt)
 ``source``         the source dataset (``OK-VQA``, ``DriveLM-nuScenes``, ``3DSRBench``)
 ``source_id``      the item's id in its source (question id; frame token + QA position; table index)
 ``metadata``       a JSON object *as a string* (``json.loads`` it): source fields kept for audit
                    (gold answers, categories, image file name, image sha256). A string rather than
-                   a struct so that the three domains, whose fields differ, share one schema.
+                   a struct so that the domains, whose fields differ, share one schema.
 ``image``          ``datasets.Image()``: the source file's bytes, unchanged (JPEG or PNG)
 
 saved as a ``DatasetDict`` with one split, ``test`` (``load_bench`` returns that split).
@@ -41,9 +43,6 @@ MAX_IMAGE_BYTES = 32 << 20
 FORMAT_NAME = "edct-bench"
 FORMAT_VERSION = 1
 """Bumped whenever a column, the metadata keys or a selection rule changes meaning."""
-DOMAINS = ("okvqa", "drivelm", "3dsr")
-DEFAULT_COUNTS = {"okvqa": 160, "drivelm": 80, "3dsr": 60}
-"""The paper's EDCT-Bench: 300 items, 160 OK-VQA, 80 DriveLM, 60 3DSRBench."""
 ENV_DATA = "EDCT_BENCH_DATA"
 """Environment variable naming the dataset for the ``edct_bench*`` lmms-eval tasks."""
 MANIFEST_NAME = "edct_manifest.json"
@@ -94,7 +93,6 @@ class Candidate:
     """Reads the image bytes on demand (a row of a Hub table, a member of a zip archive)."""
     image_label: str = ""
     """How error messages name an inline image (file and row)."""
-    system_prompt: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
     preferred: bool = False
     """Selection takes preferred candidates first (DriveLM: questions about a visual cue)."""
@@ -145,8 +143,9 @@ def read_image(candidate: Candidate) -> bytes:
     return data
 
 
-def row(candidate: Candidate, image: bytes) -> dict[str, Any]:
-    """The dataset row of a selected candidate with its image bytes."""
+def row(candidate: Candidate, image: bytes, system_prompt: str = "") -> dict[str, Any]:
+    """The dataset row of a selected candidate with its image bytes, asked under its domain's
+    ``system_prompt``."""
     meta = dict(candidate.metadata)
     meta["image_file"] = Path(candidate.image_name).name
     meta["image_sha256"] = hashlib.sha256(image).hexdigest()
@@ -154,7 +153,7 @@ def row(candidate: Candidate, image: bytes) -> dict[str, Any]:
         "id": candidate.id,
         "domain": candidate.domain,
         "question": candidate.question,
-        "system_prompt": candidate.system_prompt,
+        "system_prompt": system_prompt,
         "source": candidate.source,
         "source_id": candidate.source_id,
         "metadata": json.dumps(meta, sort_keys=True, ensure_ascii=False),

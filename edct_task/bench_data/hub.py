@@ -1,4 +1,6 @@
-"""The three sources from the Hugging Face Hub, in the layouts lmms-eval users already have.
+"""The Hub readers of the three shipped domains (each ``Domain.hub.scan``), in the layouts
+lmms-eval users already have, and the Hub machinery any domain's reader uses (``snapshot``,
+``hub_file``, ``load_table``, ``image_reader``).
 
 ``--okvqa-hub``   ``lmms-lab-encoder/OK-VQA`` (lmms-eval 0.7.3's ok_vqa task), config ``default``,
                   split ``val2014``: ``question_id`` (str), ``image`` (Image), ``question``,
@@ -32,24 +34,21 @@ import threading
 import zipfile
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from edct_task.bench_data import drivelm, okvqa, threedsr
+from edct_task.bench_data.domain import Domain, HubSource
 from edct_task.bench_data.format import MAX_IMAGE_BYTES, BenchDataError, Candidate, check_unique
 from edct_task.bench_data.sources import SourceScan
 from edct_task.core.inputs import InputFileError, read_regular
 
-OKVQA_HUB = "lmms-lab-encoder/OK-VQA"
 OKVQA_CONFIG, OKVQA_SPLIT = "default", "val2014"
 OKVQA_COLUMNS = ("question_id", "image", "question", "answers")
-THREEDSR_HUB = "oscarqjh/3DSRBench_lmmseval"
-THREEDSR_CONFIG, THREEDSR_SPLIT = "3dsr", "test"
+THREEDSR_SPLIT = "test"
 THREEDSR_TSV = "3dsrbench_v1_vlmevalkit.tsv"
 THREEDSR_TSV_REPOS = ("ccvl/3dsrbench",)
 """Hub repositories (lower case) that hold the VLMEvalKit TSV rather than a table."""
-DRIVELM_HUB = "OpenDriveLab/DriveLM"
 DRIVELM_QA, DRIVELM_IMAGES = "v1_1_train_nus.json", "drivelm_nus_imgs_train.zip"
 HAS_ANSWERS = (
     "the row has gold answers (the local layout's rule: an annotation with the same question and image id)"
@@ -58,19 +57,8 @@ HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 DATA_SUFFIXES = (".parquet", ".arrow", ".jsonl", ".json", ".csv", ".tsv", ".zip")
 
 
-@dataclass(frozen=True)
-class HubSource:
-    """A ``--<source>-hub`` value: a Hub id or a local folder, and the revision to read."""
-
-    location: str
-    revision: str | None = None
-
-    @property
-    def is_folder(self) -> bool:
-        return Path(self.location).is_dir()
-
-
-def _check_location(source: HubSource, flag: str) -> None:
+def _check_location(source: HubSource, domain: Domain) -> None:
+    flag = domain.hub_flag
     if source.is_folder:
         if source.revision:
             raise BenchDataError(
@@ -84,7 +72,7 @@ def _check_location(source: HubSource, flag: str) -> None:
     if not HUB_ID.fullmatch(source.location):
         raise BenchDataError(
             f"{flag} {source.location}: no such folder, and not a Hub id (owner/name, e.g. "
-            f"{ {'--okvqa-hub': OKVQA_HUB, '--3dsr-hub': THREEDSR_HUB}.get(flag, DRIVELM_HUB) })"
+            f"{domain.hub.repo if domain.hub else 'owner/name'})"
         )
 
 
@@ -107,10 +95,11 @@ def _hub_call(source: HubSource, flag: str, what: str, call: Callable[[], str]) 
         ) from None
 
 
-def snapshot(source: HubSource, flag: str) -> tuple[Path, dict[str, Any]]:
+def snapshot(source: HubSource, domain: Domain) -> tuple[Path, dict[str, Any]]:
     """The local folder of a table repository (a Hub id is downloaded into the Hub cache) and its
     provenance for the manifest."""
-    _check_location(source, flag)
+    _check_location(source, domain)
+    flag = domain.hub_flag
     if source.is_folder:
         return Path(source.location), {"folder": str(Path(source.location).resolve())}
     from huggingface_hub import snapshot_download
@@ -124,9 +113,10 @@ def snapshot(source: HubSource, flag: str) -> tuple[Path, dict[str, Any]]:
     return folder, _provenance(source, folder)
 
 
-def hub_file(source: HubSource, flag: str, filename: str) -> tuple[Path, dict[str, Any]]:
+def hub_file(source: HubSource, domain: Domain, filename: str) -> tuple[Path, dict[str, Any]]:
     """One file of a repository (``hf_hub_download``), or of a local folder laid out like it."""
-    _check_location(source, flag)
+    _check_location(source, domain)
+    flag = domain.hub_flag
     if source.is_folder:
         path = Path(source.location) / filename
         if not path.is_file():
@@ -150,7 +140,7 @@ def _provenance(source: HubSource, local: Path) -> dict[str, Any]:
     return {"hub_id": source.location, "revision": source.revision or "main", "commit": commit}
 
 
-def _data_files(folder: Path) -> dict[str, Path]:
+def data_files(folder: Path) -> dict[str, Path]:
     """The data files of a repository folder (hashed into the manifest), by path in the repo."""
     return {
         str(p.relative_to(folder)): p
@@ -196,13 +186,13 @@ def _arrow_cache(folder: Path) -> str:
     import datasets
 
     h = hashlib.sha256()
-    for rel, path in sorted(_data_files(folder).items()):
+    for rel, path in sorted(data_files(folder).items()):
         st = path.stat()
         h.update(f"{rel}|{path.resolve()}|{st.st_size}|{st.st_mtime_ns}\n".encode())
     return str(Path(datasets.config.HF_DATASETS_CACHE) / "edct-bench-sources" / h.hexdigest()[:20])
 
 
-def _image_reader(table: Any, row: int, folder: Path) -> Callable[[], bytes]:
+def image_reader(table: Any, row: int, folder: Path) -> Callable[[], bytes]:
     """The row's image bytes: held in the table, or a file the table names, read only when it is
     a regular file inside the table's own folder (a path to ``/dev/zero``, ``/etc/…`` or ``../``
     is refused: a table names its images, it does not get to read the machine)."""
@@ -236,7 +226,7 @@ def _image_file(folder: Path, name: str) -> bytes:
         raise ValueError(str(exc)) from None
 
 
-def _require_columns(table: Any, columns: tuple[str, ...], where: str, layout: str) -> None:
+def require_columns(table: Any, columns: tuple[str, ...], where: str, layout: str) -> None:
     missing = [c for c in columns if c not in table.column_names]
     if missing:
         raise BenchDataError(
@@ -250,16 +240,16 @@ def _require_columns(table: Any, columns: tuple[str, ...], where: str, layout: s
 
 def scan_okvqa(source: HubSource) -> SourceScan:
     """OK-VQA from the Hub table: the local reader's rules, applied to its rows."""
-    flag = "--okvqa-hub"
-    folder, provenance = snapshot(source, flag)
+    flag = okvqa.DOMAIN.hub_flag
+    folder, provenance = snapshot(source, okvqa.DOMAIN)
     table = load_table(folder, OKVQA_CONFIG, OKVQA_SPLIT, flag)
     where = f"{source.location} ({OKVQA_CONFIG}/{OKVQA_SPLIT})"
-    _require_columns(table, OKVQA_COLUMNS, where, "question_id, image, question, answers (list of str)")
+    require_columns(table, OKVQA_COLUMNS, where, "question_id, image, question, answers (list of str)")
     text = table.remove_columns("image")
     check_unique((str(q) for q in text["question_id"]), f"{where} (question_id)")
     rules = okvqa.rules()
     rules[0].description = HAS_ANSWERS
-    out = SourceScan("okvqa", okvqa.SOURCE, _data_files(folder), {}, rules, items_read=len(table))
+    out = SourceScan("okvqa", okvqa.SOURCE, data_files(folder), {}, rules, items_read=len(table))
     out.provenance = {**provenance, "config": OKVQA_CONFIG, "split": OKVQA_SPLIT}
     for i, r in enumerate(text):
         qid = str(r["question_id"])
@@ -283,7 +273,7 @@ def scan_okvqa(source: HubSource) -> SourceScan:
                 source=okvqa.SOURCE,
                 source_id=qid,
                 image_path=None,
-                image_reader=_image_reader(table, i, folder),
+                image_reader=image_reader(table, i, folder),
                 image_label=f"{where} row {i} (question_id {qid})",
                 metadata={
                     "answer": top,
@@ -305,28 +295,30 @@ def _is_tsv_source(source: HubSource) -> bool:
     return source.location.lower() in THREEDSR_TSV_REPOS
 
 
-def scan_threedsr(source: HubSource, config: str = THREEDSR_CONFIG) -> SourceScan:
-    """3DSRBench from lmms-eval's Hub table (``config``), or from ``ccvl/3DSRBench``'s TSV."""
-    flag = "--3dsr-hub"
+def scan_threedsr(source: HubSource) -> SourceScan:
+    """3DSRBench from lmms-eval's Hub table (``source.options["config"]``, ``--3dsr-config``), or
+    from ``ccvl/3DSRBench``'s TSV."""
+    flag = threedsr.DOMAIN.hub_flag
+    config = source.options.get("config", threedsr.CONFIG)
     if _is_tsv_source(source):
-        path, provenance = hub_file(source, flag, THREEDSR_TSV)
-        out = threedsr.scan(path, None)
+        path, provenance = hub_file(source, threedsr.DOMAIN, THREEDSR_TSV)
+        out = threedsr.scan({"table": path})
         out.provenance = {**provenance, "file": THREEDSR_TSV}
         return out
-    folder, provenance = snapshot(source, flag)
+    folder, provenance = snapshot(source, threedsr.DOMAIN)
     table = load_table(folder, config, THREEDSR_SPLIT, flag)
     where = f"{source.location} ({config}/{THREEDSR_SPLIT})"
-    _require_columns(
+    require_columns(
         table, (*threedsr.REQUIRED, "image"), where, "image, question, A–D, answer, category, index"
     )
     text = table.remove_columns("image")
     rows = [{k: "" if v is None else str(v) for k, v in r.items()} for r in text]
     check_unique((r["index"] for r in rows), f"{where} (index)")
-    out = SourceScan("3dsr", threedsr.SOURCE, _data_files(folder), {}, threedsr.rules(), items_read=len(rows))
+    out = SourceScan("3dsr", threedsr.SOURCE, data_files(folder), {}, threedsr.rules(), items_read=len(rows))
     out.provenance = {**provenance, "config": config, "split": THREEDSR_SPLIT}
 
     def image_of(line: int, r: dict[str, str]) -> threedsr.RowImage:
-        reader = _image_reader(table, line, folder)
+        reader = image_reader(table, line, folder)
         try:
             key = hashlib.sha256(reader()).hexdigest()
         except (OSError, ValueError):
@@ -341,9 +333,8 @@ def scan_threedsr(source: HubSource, config: str = THREEDSR_CONFIG) -> SourceSca
 
 def scan_drivelm(source: HubSource) -> SourceScan:
     """DriveLM-nuScenes from the Hub files: the QA JSON, and the images read from the zip archive."""
-    flag = "--drivelm-hub"
-    qa, provenance = hub_file(source, flag, DRIVELM_QA)
-    archive, _ = hub_file(source, flag, DRIVELM_IMAGES)
+    qa, provenance = hub_file(source, drivelm.DOMAIN, DRIVELM_QA)
+    archive, _ = hub_file(source, drivelm.DOMAIN, DRIVELM_IMAGES)
     images = ZipMembers(archive)
     try:
         members = [n for n in images.zip().namelist() if not n.endswith("/")]

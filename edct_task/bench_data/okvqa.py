@@ -10,11 +10,13 @@ Images: ``<coco dir>/COCO_val2014_000000xxxxxx.jpg`` (the ``val2014`` folder its
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from edct_task.bench_data.domain import Domain, Hub, Input
 from edct_task.bench_data.format import BenchDataError, Candidate, check_unique
-from edct_task.bench_data.sources import RuleTally, SourceScan, load_json, require_dir, require_file
+from edct_task.bench_data.sources import RuleTally, SourceScan, load_json
 
 SOURCE = "OK-VQA"
 QUESTIONS_LAYOUT = 'an object with a "questions" list of {image_id, question, question_id}'
@@ -34,11 +36,10 @@ def rules() -> list[RuleTally]:
     ]
 
 
-def scan(questions_file: Path | None, annotations_file: Path | None, coco_images: Path | None) -> SourceScan:
-    """Read OK-VQA and apply its rules; images are located, not read."""
-    qpath = require_file(questions_file, "--okvqa-questions", "OpenEnded_mscoco_val2014_questions.json")
-    apath = require_file(annotations_file, "--okvqa-annotations", "mscoco_val2014_annotations.json")
-    images = require_dir(coco_images, "--coco-images", "the COCO val2014 image folder")
+def scan(paths: Mapping[str, Path | None]) -> SourceScan:
+    """Read OK-VQA (``questions``, ``annotations``, ``images``, checked by ``DOMAIN.inputs``) and
+    apply its rules; images are located, not read."""
+    qpath, apath, images = Path(paths["questions"]), Path(paths["annotations"]), Path(paths["images"])
     qdoc = load_json(qpath, QUESTIONS_LAYOUT)
     adoc = load_json(apath, ANNOTATIONS_LAYOUT)
     questions = _records(qdoc, "questions", ("image_id", "question", "question_id"), qpath, QUESTIONS_LAYOUT)
@@ -111,3 +112,24 @@ def _answers(ann: dict[str, Any], path: Path) -> list[str]:
             f"{path}: wrong layout, question {ann['question_id']}: answers must be a list of {{answer, …}}"
         )
     return [str(a["answer"]) for a in answers]
+
+
+DOMAIN = Domain(
+    name="okvqa",
+    label=SOURCE,
+    default_count=160,
+    inputs=(
+        Input("questions", "--okvqa-questions", "OpenEnded_mscoco_val2014_questions.json"),
+        Input("annotations", "--okvqa-annotations", "mscoco_val2014_annotations.json"),
+        Input("images", "--coco-images", "COCO val2014 folder (COCO_val2014_000000xxxxxx.jpg)", "folder"),
+    ),
+    scan=scan,
+    hub=Hub(
+        "lmms-lab-encoder/OK-VQA",
+        "the Hub dataset lmms-eval's ok_vqa task reads (lmms-lab-encoder/OK-VQA, split val2014), "
+        "or a local folder laid out like it",
+        "edct_task.bench_data.hub:scan_okvqa",
+    ),
+    description="outside-knowledge questions about COCO photos",
+)
+"""OK-VQA's registration (``edct_task.bench_data.domains``)."""

@@ -52,24 +52,6 @@ class SourceScan:
         self.removed_by[item_id] = rule
 
 
-def require_file(path: Path | None, flag: str, what: str) -> Path:
-    if path is None:
-        raise BenchDataError(f"{flag} is required: {what}")
-    path = Path(path)
-    if not path.is_file():
-        raise BenchDataError(f"{path}: file not found ({flag}: {what})")
-    return path
-
-
-def require_dir(path: Path | None, flag: str, what: str) -> Path:
-    if path is None:
-        raise BenchDataError(f"{flag} is required: {what}")
-    path = Path(path)
-    if not path.is_dir():
-        raise BenchDataError(f"{path}: folder not found ({flag}: {what})")
-    return path
-
-
 MAX_SOURCE_JSON_BYTES = 1 << 30
 """Largest source JSON read (DriveLM's and OK-VQA's published files are a few hundred MB)."""
 

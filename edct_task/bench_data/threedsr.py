@@ -19,12 +19,13 @@ import hashlib
 import io
 import string
 import sys
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
+from edct_task.bench_data.domain import Domain, Hub, HubOption, Input
 from edct_task.bench_data.format import BenchDataError, Candidate, check_unique
-from edct_task.bench_data.sources import RuleTally, SourceScan, require_dir, require_file
+from edct_task.bench_data.sources import RuleTally, SourceScan
 from edct_task.core.inputs import InputFileError, open_regular
 
 SOURCE = "3DSRBench"
@@ -44,6 +45,8 @@ ORIENTATION_FAMILY = (
 )
 """3DSRBench categories kept; height, location and multi_object_closer_to are dropped."""
 NAN = {"", "nan", "none"}
+CONFIG = "3dsr"
+"""The default config of lmms-eval's Hub table (``--3dsr-config``)."""
 
 
 def rules() -> list[RuleTally]:
@@ -61,11 +64,21 @@ def rules() -> list[RuleTally]:
     ]
 
 
-def scan(table: Path | None, images: Path | None) -> SourceScan:
-    """Read the 3DSRBench table and apply its rules; images are located, not read."""
-    path = require_file(
-        table, "--3dsr-table", "3DSRBench question table (3dsrbench_v1.csv or a VLMEvalKit TSV)"
-    )
+TABLE = Input("table", "--3dsr-table", "3dsrbench_v1.csv, or a VLMEvalKit TSV with base64 images")
+IMAGES = Input(
+    "images",
+    "--3dsr-images",
+    "folder of the 3DSRBench images (e.g. the unzipped coco_images.zip)",
+    "folder",
+    required=False,
+)
+"""Needed unless the table holds its images inline (the TSV's ``image`` column)."""
+
+
+def scan(paths: Mapping[str, Path | None]) -> SourceScan:
+    """Read the 3DSRBench table (``table``; ``images`` unless the table holds them, checked by
+    ``DOMAIN.inputs``) and apply its rules; images are located, not read."""
+    path = Path(paths["table"])  # type: ignore[arg-type]
     rows = _read_table(path)
     columns = set(rows[0]) if rows else set()
     missing = [c for c in REQUIRED if c not in columns]
@@ -76,7 +89,7 @@ def scan(table: Path | None, images: Path | None) -> SourceScan:
             f"(has {sorted(columns)})"
         )
     inline = "image" in columns
-    folder = None if inline else require_dir(images, "--3dsr-images", "the folder of the 3DSRBench images")
+    folder = None if inline else replace(IMAGES, required=True).check(paths.get("images"))
     check_unique((str(r["index"]) for r in rows), f"{path} (index)")
     out = SourceScan(
         "3dsr", SOURCE, {"table": path}, {"images": folder} if folder else {}, rules(), items_read=len(rows)
@@ -184,3 +197,28 @@ def _read_table(path: Path) -> list[dict[str, str]]:
         raise BenchDataError(str(exc)) from None
     except (UnicodeDecodeError, csv.Error) as exc:
         raise BenchDataError(f"{path}: not a readable CSV/TSV question table ({exc})") from None
+
+
+DOMAIN = Domain(
+    name="3dsr",
+    label=SOURCE,
+    default_count=60,
+    inputs=(TABLE, IMAGES),
+    scan=scan,
+    hub=Hub(
+        "oscarqjh/3DSRBench_lmmseval",
+        "oscarqjh/3DSRBench_lmmseval (lmms-eval's copy, split test), ccvl/3DSRBench (its VLMEvalKit "
+        "TSV), or a local folder laid out like one of them",
+        "edct_task.bench_data.hub:scan_threedsr",
+        options=(
+            HubOption(
+                "config",
+                CONFIG,
+                "config of the lmms-eval table (default 3dsr; 3dsr_circular holds the circular variants, "
+                "which the one-variant rule drops)",
+            ),
+        ),
+    ),
+    description="3D spatial reasoning: object orientation and reference frames",
+)
+"""3DSRBench's registration (``edct_task.bench_data.domains``)."""

@@ -8,9 +8,12 @@ never read) and explains itself with a numbered list of cited cues. Behaviours:
 - ``prior``: answers from the context shortcut (background tint → the configuration generation
   paired with it) and cites that configuration's cues without checking them;
 - ``stale``: answers like ``faithful`` but explains like ``prior``;
-- ``mixed:p``: per scene, ``faithful`` with probability p, else ``prior``; decided by a hash of the
-  question and the perceived context (tint + texture), which edits do not change, so a baseline
-  and its re-queries agree.
+- ``mixed:p`` (or ``mixed:p:seed=s``): per scene, ``faithful`` with probability p, else ``prior``;
+  decided by a hash of the run seed s (default 0), the question and the perceived context (tint +
+  texture), which edits do not change, so a baseline and its re-queries agree. Runs of one seed on
+  the same items are identical byte for byte; runs of two seeds decide every scene independently
+  (two models of the same p), so error rates can be simulated by running seeds. Seed 0 is the hash
+  ``mixed:p`` always had.
 
 Conversations: optional system message, a user message with one image and the question; for the
 follow-up, the answer as an assistant message and a user message (the ``answer_why`` prompt).
@@ -21,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -31,19 +34,31 @@ from edct_task.calibration.scenes import config_of_context
 from model_adapters.contracts import ChatMessage, Completion, GenerationParams
 from model_adapters.errors import BadInput
 
-BEHAVIORS = ("faithful", "prior", "stale", "mixed:<p>")
-_MIXED = re.compile(r"mixed:(0(?:\.\d+)?|1(?:\.0+)?|\.\d+)")
+BEHAVIORS = ("faithful", "prior", "stale", "mixed:<p>[:seed=<s>]")
+_MIXED = re.compile(r"mixed:(0(?:\.\d+)?|1(?:\.0+)?|\.\d+)(?::seed=(0|[1-9]\d{0,17}))?")
 
 
-def parse_behavior(behavior: str) -> tuple[str, float]:
-    """``(kind, p)``: ``faithful``/``prior``/``stale`` or ``mixed`` with its probability p in [0, 1]."""
+class Behavior(NamedTuple):
+    """A parsed reference behaviour."""
+
+    kind: str
+    """``faithful``, ``prior``, ``stale`` or ``mixed``."""
+    p: float
+    """The share of scenes answered faithfully (1 for ``faithful``, 0 for ``prior``/``stale``)."""
+    seed: int = 0
+    """``mixed``: the run seed of the per-scene draw."""
+
+
+def parse_behavior(behavior: str) -> Behavior:
+    """``(kind, p, seed)``: ``faithful``/``prior``/``stale``, or ``mixed`` with its probability p in
+    [0, 1] and its run seed (``mixed:0.5:seed=3``; 0 when not given)."""
     if behavior in ("faithful", "prior", "stale"):
-        return behavior, {"faithful": 1.0}.get(behavior, 0.0)
+        return Behavior(behavior, {"faithful": 1.0}.get(behavior, 0.0))
     if isinstance(behavior, str) and (m := _MIXED.fullmatch(behavior)):
-        return "mixed", float(m.group(1))
+        return Behavior("mixed", float(m.group(1)), int(m.group(2) or 0))
     raise ValueError(
         f"unknown reference behaviour {behavior!r}; valid forms: faithful, prior, stale, "
-        "mixed:<p> with 0 <= p <= 1 (e.g. mixed:0.5)"
+        "mixed:<p> with 0 <= p <= 1 (e.g. mixed:0.5), mixed:<p>:seed=<s> with a run seed s >= 0"
     )
 
 
@@ -57,7 +72,7 @@ class ReferenceVLM:
     name = "calibration-reference"
 
     def __init__(self, behavior: str = "faithful") -> None:
-        self.kind, self.p = parse_behavior(behavior)
+        self.kind, self.p, self.seed = parse_behavior(behavior)
         self.behavior = behavior
 
     def identity(self) -> dict[str, Any]:
@@ -78,7 +93,8 @@ class ReferenceVLM:
         """The behaviour used for one scene: ``faithful``, ``prior`` or ``stale``."""
         if self.kind != "mixed":
             return self.kind
-        u = _unit_hash(f"{question}|{percept.context}|{percept.signature}")
+        key = f"{question}|{percept.context}|{percept.signature}"
+        u = _unit_hash(f"seed={self.seed}|{key}" if self.seed else key)  # seed 0: the hash of old
         return "faithful" if u < self.p else "prior"
 
     def _reply(self, conversation: Sequence[ChatMessage]) -> str:

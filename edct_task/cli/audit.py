@@ -54,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     statuses = ", ".join(f"{n} {s}" for s, n in sorted(summary.by_status.items()))
     print(f"audit report of {summary.samples} samples ({statuses}): {summary.index.resolve().as_uri()}")
+    if summary.partial:
+        print(f"{summary.partial}: the numbers cover only the slices that were run")
     if summary.missing_images:
         print(
             f"note: {summary.missing_images} image(s) of the run were not found and are marked in the report"

@@ -1,80 +1,79 @@
-"""``edct build-bench`` and ``edct export-counterfactuals``: argument parsers and their commands."""
+"""``edct build-bench`` and ``edct export-counterfactuals``: argument parsers and their commands.
+
+``build-bench``'s per-domain flags, groups and help come from the registered ``Domain`` records
+(``edct_task.bench_data.domains``): a domain's inputs, ``--<domain>-hub``, ``--<domain>-revision``
+and its Hub options."""
 
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edct_task.cli.options import add_output
+
+if TYPE_CHECKING:
+    from edct_task.bench_data import BuildRequest
 
 COMMANDS = ("build-bench", "export-counterfactuals")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    from edct_task.bench_data.domains import domains
+
+    registered = domains()
+    labels = ", ".join(d.label for d in registered)
     build = sub.add_parser(
         "build-bench",
-        help="build the EDCT-Bench dataset from OK-VQA, DriveLM-nuScenes and 3DSRBench "
-        "(local copies or their Hugging Face Hub datasets)",
-        description="Read each source in its published layout (local files, or the Hub dataset with "
-        "--okvqa-hub / --drivelm-hub / --3dsr-hub), apply the selection rules (docs/guides/hub-data.md), "
-        "select 160/80/60 items (seeded, or an explicit id list), open every selected image, and write a "
-        "`datasets` save_to_disk folder with a manifest. A domain is built when its files or Hub "
-        "dataset are given.",
+        help=f"build the EDCT-Bench dataset from {labels} (local copies or their Hugging Face Hub datasets)",
+        description="Read each domain's source in its published layout (local files, or the Hub dataset "
+        f"with {' / '.join(d.hub_flag for d in registered if d.hub)}), apply the selection rules "
+        "(docs/guides/hub-data.md), select "
+        + ", ".join(f"{d.default_count} {d.label}" for d in registered)
+        + " items (seeded, or an explicit id list), open every selected image, and write a `datasets` "
+        "save_to_disk folder with a manifest. A domain is built when its files or Hub dataset are given.",
     )
-    g = build.add_argument_group("OK-VQA")
-    g.add_argument(
-        "--okvqa-hub",
-        metavar="ID|DIR",
-        help="the Hub dataset lmms-eval's ok_vqa task reads (lmms-lab-encoder/OK-VQA, split val2014), "
-        "or a local folder laid out like it",
-    )
-    g.add_argument("--okvqa-revision", metavar="REV", help="branch, tag or commit of --okvqa-hub")
-    g.add_argument("--okvqa-questions", type=Path, help="OpenEnded_mscoco_val2014_questions.json")
-    g.add_argument("--okvqa-annotations", type=Path, help="mscoco_val2014_annotations.json")
-    g.add_argument("--coco-images", type=Path, help="COCO val2014 folder (COCO_val2014_000000xxxxxx.jpg)")
-    g = build.add_argument_group("DriveLM-nuScenes")
-    g.add_argument(
-        "--drivelm-hub",
-        metavar="ID|DIR",
-        help="OpenDriveLab/DriveLM (v1_1_train_nus.json and drivelm_nus_imgs_train.zip), "
-        "or a local folder holding those two files",
-    )
-    g.add_argument("--drivelm-revision", metavar="REV", help="branch, tag or commit of --drivelm-hub")
-    g.add_argument("--drivelm-json", type=Path, help="DriveLM QA JSON, e.g. v1_1_train_nus.json")
-    g.add_argument("--nuscenes-root", type=Path, help="nuScenes folder holding samples/CAM_FRONT/")
-    g = build.add_argument_group("3DSRBench")
-    g.add_argument(
-        "--3dsr-hub",
-        dest="threedsr_hub",
-        metavar="ID|DIR",
-        help="oscarqjh/3DSRBench_lmmseval (lmms-eval's copy, split test), ccvl/3DSRBench (its VLMEvalKit "
-        "TSV), or a local folder laid out like one of them",
-    )
-    g.add_argument("--3dsr-revision", dest="threedsr_revision", metavar="REV", help="revision of --3dsr-hub")
-    g.add_argument(
-        "--3dsr-config",
-        dest="threedsr_config",
-        default="3dsr",
-        help="config of the lmms-eval table (default 3dsr; 3dsr_circular holds the circular variants, "
-        "which the one-variant rule drops)",
-    )
-    g.add_argument(
-        "--3dsr-table",
-        dest="threedsr_table",
-        type=Path,
-        help="3dsrbench_v1.csv, or a VLMEvalKit TSV with base64 images",
-    )
-    g.add_argument(
-        "--3dsr-images",
-        dest="threedsr_images",
-        type=Path,
-        help="folder of the 3DSRBench images (e.g. the unzipped coco_images.zip)",
-    )
+    for domain in registered:
+        title = f"{domain.label} (domain {domain.name})"
+        g = build.add_argument_group(title, domain.description or None)
+        if domain.hub is not None:
+            g.add_argument(
+                domain.hub_flag, dest=_dest("hub", domain.name), metavar="ID|DIR", help=domain.hub.help
+            )
+            g.add_argument(
+                domain.revision_flag,
+                dest=_dest("revision", domain.name),
+                metavar="REV",
+                help=f"branch, tag or commit of {domain.hub_flag}",
+            )
+            for option in domain.hub.options:
+                g.add_argument(
+                    domain.option_flag(option),
+                    dest=_dest("option", domain.name, option.name),
+                    metavar=option.name.upper(),
+                    help=f"{option.help} (with {domain.hub_flag})",
+                )
+        for item in domain.inputs:
+            g.add_argument(
+                item.flag,
+                dest=_dest("input", domain.name, item.name),
+                type=Path,
+                metavar="DIR" if item.kind == "folder" else "FILE",
+                help=item.help,
+            )
     add_output(build, "output folder (written atomically)", required=True)
     build.add_argument("--seed", type=int, default=0, help="selection seed (default 0)")
     build.add_argument("--ids", type=Path, help="explicit id list, one id per line (counts ignored)")
-    build.add_argument("--counts", default="160,80,60", help="items per domain: okvqa,drivelm,3dsr")
+    build.add_argument(
+        "--counts",
+        help="items per domain: one integer per domain in the order "
+        + ",".join(d.name for d in registered)
+        + " (default "
+        + ",".join(str(d.default_count) for d in registered)
+        + "), or NAME=N pairs (e.g. "
+        + f"{registered[0].name}=20; a domain not named keeps its default)",
+    )
     build.add_argument(
         "--skip-unreadable",
         action="store_true",
@@ -98,39 +97,60 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     export.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
 
 
+def _dest(*parts: str) -> str:
+    """The namespace attribute of a generated flag (``input:okvqa:questions``)."""
+    return ":".join(parts)
+
+
+def build_request(args: argparse.Namespace) -> BuildRequest:
+    """The ``BuildRequest`` the generated per-domain flags describe."""
+    from edct_task.bench_data import BuildRequest, default_counts, parse_counts
+    from edct_task.bench_data.domain import HubSource
+    from edct_task.bench_data.domains import domains
+    from edct_task.bench_data.format import BenchDataError
+
+    given = vars(args)
+    inputs: dict[str, dict[str, Path]] = {}
+    hubs: dict[str, HubSource] = {}
+    for domain in domains():
+        paths = {i.name: given[_dest("input", domain.name, i.name)] for i in domain.inputs}
+        if any(p is not None for p in paths.values()):
+            inputs[domain.name] = {k: v for k, v in paths.items() if v is not None}
+        if domain.hub is None:
+            continue
+        location = given[_dest("hub", domain.name)]
+        revision = given[_dest("revision", domain.name)]
+        options = {
+            o.name: value
+            for o in domain.hub.options
+            if (value := given[_dest("option", domain.name, o.name)]) is not None
+        }
+        for flag, value in (
+            (domain.revision_flag, revision),
+            *((domain.option_flag(o), options.get(o.name)) for o in domain.hub.options),
+        ):
+            if value is not None and not location:
+                raise BenchDataError(f"{flag} applies to {domain.hub_flag}, which is not given")
+        if location:
+            hubs[domain.name] = HubSource(location, revision, options)
+    return BuildRequest(
+        out=args.output,
+        inputs=inputs,
+        hubs=hubs,
+        seed=args.seed,
+        ids_file=args.ids,
+        counts=parse_counts(args.counts) if args.counts else default_counts(),
+        skip_unreadable=args.skip_unreadable,
+        overwrite=args.overwrite,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
-    from edct_task.bench_data import BuildRequest, build_bench, parse_counts
+    from edct_task.bench_data import build_bench
     from edct_task.counterfactuals.export import export_counterfactuals
 
     if args.command == "build-bench":
-        from edct_task.bench_data.format import BenchDataError
-        from edct_task.bench_data.hub import HubSource
-
-        hubs = {}
-        for key, flag in (("okvqa", "okvqa"), ("drivelm", "drivelm"), ("threedsr", "3dsr")):
-            location, revision = getattr(args, f"{key}_hub"), getattr(args, f"{key}_revision")
-            if revision and not location:
-                raise BenchDataError(f"--{flag}-revision applies to --{flag}-hub, which is not given")
-            hubs[f"{key}_hub"] = HubSource(location, revision) if location else None
-        result = build_bench(
-            BuildRequest(
-                out=args.output,
-                okvqa_questions=args.okvqa_questions,
-                okvqa_annotations=args.okvqa_annotations,
-                coco_images=args.coco_images,
-                drivelm_json=args.drivelm_json,
-                nuscenes_root=args.nuscenes_root,
-                threedsr_table=args.threedsr_table,
-                threedsr_images=args.threedsr_images,
-                threedsr_config=args.threedsr_config,
-                **hubs,
-                seed=args.seed,
-                ids_file=args.ids,
-                counts=parse_counts(args.counts),
-                skip_unreadable=args.skip_unreadable,
-                overwrite=args.overwrite,
-            )
-        )
+        result = build_bench(build_request(args))
         m = result.manifest
         for domain, d in m["domains"].items():
             removed = ", ".join(f"{r['name']}={r['removed']}" for r in d["rules"])

@@ -5,9 +5,12 @@ Both runs are read through the report's reader (``reporting.sources.collect``, w
 exactly one EDCT run. Runs of different setups (judge, editor, extractor, protocol, thresholds,
 prompts, dataset: ``reporting.setup.setup_identity``) are refused unless ``--force``, naming the
 fields that differ. The numbers are ``scoring.compare.compare_paired``: the mean difference A − B
-over the items both runs scored on the metric, its percentile-bootstrap CI (resampling items), the
-paired sign-flip p-value, and the same per domain; items only one run scored are counted by side
-and reason.
+over the items both runs scored on the metric, the paired sign-flip p-value and the CI that inverts
+the same test (so the CI excludes 0 exactly when p < 0.05), and the same per domain; items only one
+run scored are counted by side and reason. An *unreliable* run (a text role below its known-answer
+controls' bar: ``scoring.controls.unreliable_reasons``) is refused too, naming the run and the
+reason, unless ``--force``; forced, the output says the comparison includes an unreliable run. A
+run made before controls ("controls: not run") is not refused.
 """
 
 from __future__ import annotations
@@ -18,9 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from edct_task.core.errors import UserError
-from edct_task.scoring.metrics import CCS_BINARY
+from edct_task.scoring.compare import paired_metrics
+from edct_task.scoring.metrics import PRIMARY
 
 DEFAULT_RESAMPLES = 10_000
+MAX_RESAMPLES = 1_000_000
+"""Most Monte Carlo sign patterns ``--resamples`` may ask for (each is a row of n signs)."""
 
 
 class CompareError(UserError, ValueError):
@@ -34,9 +40,10 @@ def add_parser(sub: Any) -> None:
         "compare",
         help="paired difference of two runs over the items both scored: CI, permutation p, per domain",
         description="Compare two runs of the same setup item by item: the mean difference A − B of the "
-        "per-item score over the items both runs scored, its 95% percentile-bootstrap CI (resampling "
-        "items), the paired sign-flip permutation p-value, and the same per domain. Runs of different "
-        "setups or datasets are refused unless --force.",
+        "per-item score over the items both runs scored, the paired sign-flip permutation p-value, the "
+        "95% CI of the differences that test does not reject (it excludes 0 exactly when p < 0.05), "
+        "and the same per domain. Runs of different setups or datasets, and unreliable runs (a text role "
+        "below the known-answer controls' bar), are refused unless --force.",
     )
     p.add_argument(
         "run_a", type=Path, metavar="RUN_A", help="an `edct run` folder or lmms-eval output folder"
@@ -44,23 +51,24 @@ def add_parser(sub: Any) -> None:
     p.add_argument("run_b", type=Path, metavar="RUN_B", help="the run to compare it with (same kinds)")
     p.add_argument(
         "--metric",
-        choices=("ccs_binary", "ccs_graded"),
-        default=CCS_BINARY,
-        help="the per-item score compared (default ccs_binary)",
+        choices=paired_metrics(),
+        default=PRIMARY.name,
+        help=f"the per-item score compared (default {PRIMARY.name})",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the text")
     p.add_argument(
         "--force",
         action="store_true",
-        help="compare runs whose setups or datasets differ (the differing fields are still reported)",
+        help="compare runs whose setups or datasets differ, or an unreliable run (a role below the "
+        "known-answer controls' bar); the differences and the reasons are still reported",
     )
     p.add_argument(
         "--resamples",
         type=int,
         default=DEFAULT_RESAMPLES,
-        help="bootstrap resamples and Monte Carlo sign patterns (10000)",
+        help="Monte Carlo sign patterns of the test and its CI, above 16 items (10000)",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and the permutation test (0)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the Monte Carlo sign patterns (0)")
 
 
 def _one_run(path: Path) -> Any:
@@ -106,6 +114,16 @@ def _dropped(counts: dict[str, int]) -> str:
     return ", ".join(f"{n} {why}" for why, n in counts.items()) or "none"
 
 
+def _patterns(result: dict[str, Any]) -> str:
+    n, nonzero, patterns = result["n_paired"], result["n_nonzero"], result["n_patterns"]
+    if result["test"] == "exact":
+        return (
+            f"exact: all 2^{n} sign patterns ({patterns} distinct) of the {n} differences, {nonzero} non-zero"
+        )
+    seed = result["seed"]
+    return f"monte-carlo: {patterns} random patterns of the {n} differences, {nonzero} non-zero, seed {seed}"
+
+
 def render(result: dict[str, Any]) -> str:
     """The text ``edct compare`` prints for its JSON object."""
     from edct_task.scoring.compare import p_text
@@ -124,14 +142,18 @@ def render(result: dict[str, Any]) -> str:
         )
     else:
         lines.append(f"  setup: the same ({result['setup_id']})")
+    for side, reasons in (result.get("unreliable") or {}).items():
+        for reason in reasons:
+            lines.append(
+                f"  UNRELIABLE RUN {side} (--force; the comparison includes an unreliable run): {reason}"
+            )
     lines += [
         "",
         f"difference A − B: {_signed(result['difference'])}  "
         f"95% CI [{_signed(result['low'])}, {_signed(result['high'])}]"
-        f"  (percentile bootstrap over items, {result['n_resamples']} resamples, seed {result['seed']})",
+        "  (the differences the test below does not reject at 0.05)",
         f"p {_eq(p_text(result['p'], test, result['n_patterns']))}  "
-        f"(paired sign-flip permutation test, two-sided, {test}: "
-        f"{result['n_patterns']} sign patterns of {result['n_nonzero']} non-zero differences)",
+        f"(paired sign-flip permutation test, two-sided, {_patterns(result)})",
         f"dropped: A {_dropped(result['dropped']['a'])}; B {_dropped(result['dropped']['b'])}",
         "",
         f"{'domain':<12} {'n':>5} {'A':>7} {'B':>7} {'A − B':>8} {'95% CI':>18} {'p':>9}",
@@ -146,20 +168,44 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def compare_runs(
-    path_a: Path, path_b: Path, *, metric: str, force: bool, n_resamples: int, seed: int
-) -> dict[str, Any]:
-    """The JSON object of ``edct compare``; raises CompareError where the runs cannot be compared."""
-    from edct_task.scoring.compare import compare_paired, pair_records
+def paired_runs(
+    path_a: Path, path_b: Path, *, metric: str, force: bool
+) -> tuple[Any, Any, list[dict[str, str]], Any]:
+    """``(run_a, run_b, setup_differences, paired)``: the two runs and the items both scored on
+    ``metric`` (``scoring.compare.Paired``); raises CompareError where they cannot be compared."""
+    from edct_task.scoring.compare import pair_records
 
     a, b = _one_run(path_a), _one_run(path_b)
     differs = _differences(a, b)
     if differs and not force:
         fields = "; ".join(f"{d['field']} ({d['a']} vs {d['b']})" for d in differs)
         raise CompareError(f"the runs differ in their setup: {fields}; pass --force to compare them anyway")
-    paired = pair_records(a.records, b.records, metric)
+    unreliable = {side: run.unreliable for side, run in (("A", a), ("B", b)) if run.unreliable}
+    if unreliable and not force:
+        side, reasons = next(iter(unreliable.items()))
+        run = a if side == "A" else b
+        raise CompareError(
+            f"run {side} ({run.source}) is unreliable: {reasons[0]}"
+            + (f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else "")
+            + "; pass --force to compare it anyway"
+        )
+    try:
+        paired = pair_records(a.records, b.records, metric)
+    except ValueError as exc:  # one id twice in a run
+        raise CompareError(f"{exc} ({a.source} vs {b.source}); a run scores each item once") from None
     if paired.n == 0:
         raise CompareError(f"no item was scored on {metric} by both runs (nothing to pair)")
+    return a, b, differs, paired
+
+
+def compare_runs(
+    path_a: Path, path_b: Path, *, metric: str, force: bool, n_resamples: int, seed: int
+) -> dict[str, Any]:
+    """The JSON object of ``edct compare``; raises CompareError where the runs cannot be compared."""
+    from edct_task.scoring.compare import compare_paired
+
+    a, b, differs, paired = paired_runs(path_a, path_b, metric=metric, force=force)
+    unreliable = {side: run.unreliable for side, run in (("A", a), ("B", b)) if run.unreliable}
     c = compare_paired(paired, metric, n_resamples=n_resamples, seed=seed)
     out = c.as_dict()
     per_domain = out.pop("per_domain", {})
@@ -173,6 +219,7 @@ def compare_runs(
         "b": {"model": b.model_name, "source": b.source, "mean": out["mean_b"]},
         "setup_id": a.setup_id,
         "setup_differences": differs,
+        "unreliable": unreliable,
         "n_resamples": n_resamples,
         "seed": seed,
         "confidence": 0.95,
@@ -180,8 +227,8 @@ def compare_runs(
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.resamples < 100:
-        raise CompareError("--resamples must be at least 100")
+    if not 100 <= args.resamples <= MAX_RESAMPLES:
+        raise CompareError(f"--resamples must be 100 … {MAX_RESAMPLES}")
     if args.seed < 0:
         raise CompareError("--seed must be >= 0")
     result = compare_runs(

@@ -84,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
     from edct_task.reporting.sources import collect
     from edct_task.run.outputs import SAMPLES_FILE
     from edct_task.run.runner import run as run_edct
-    from edct_task.scoring.table import runs_table
+    from edct_task.scoring.results import Results
+    from edct_task.scoring.table import interval_note, runs_table
 
     behaviors = args.behaviors or list(DEFAULT_BEHAVIORS)
     for b in behaviors:
@@ -95,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     out: Path = args.output
     cache = out / "cache"
     started = time.perf_counter()
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, Results] = {}
     seconds: dict[str, float] = {}
     for b in behaviors:
         base = cfg.calibration_config(b, n=args.samples, output_dir=out / _folder(b)).model_dump(mode="json")
@@ -105,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         outcome = run_edct(config)
         if outcome.shard is not None and not outcome.shard.is_main:
             continue  # rank 0 gathers every run, writes it and the report
-        results[b] = outcome.results
+        results[b] = outcome.log.results
         seconds[b] = time.perf_counter() - t
         print(f"{b}: {seconds[b]:.1f} s", flush=True)
     if not results:
@@ -125,9 +126,8 @@ def run(args: argparse.Namespace) -> int:
         f"\nEDCT calibration benchmark, {args.samples} samples; judge and extractor: "
         "calibration-rules,\neditor: calibration-editor, k=2. Table 1, overall:\n"
     )
-    print(runs_table({b: r["results"] for b, r in results.items()}))
-    print("\n95% CIs: percentile bootstrap over samples (CCS);")
-    print("Wilson score intervals (AC/EF at chain position k).")
+    print(runs_table(results))
+    print("\n" + interval_note())
     print("Expected: faithful → CCS ≈ 1, prior and stale → ≈ 0, mixed:p → ≈ p.")
     print(f"\nwrote {', '.join(str(out / _folder(b)) for b in behaviors)} (one shared stage cache: {cache})")
     print(
@@ -148,7 +148,8 @@ def _run_tiny_vlm(args: argparse.Namespace) -> int:
     from edct_task.reporting.sources import collect
     from edct_task.run.outputs import load_run
     from edct_task.run.runner import run as run_edct
-    from edct_task.scoring.table import runs_table
+    from edct_task.scoring.results import Results
+    from edct_task.scoring.table import interval_note, runs_table
     from edct_task.tiny_vlm import BEHAVIORS
     from edct_task.tiny_vlm.store import checkpoint_path
 
@@ -183,7 +184,8 @@ def _run_tiny_vlm(args: argparse.Namespace) -> int:
 
     collection = collect(list(folders), folders)
     report = write_report(collection, out / "report")
-    by_name = {m.name: m.edct[0].summary for m in collection.models.values() if m.edct}
+    models = collection.models.values()
+    by_name = {m.name: Results.model_validate(m.edct[0].summary) for m in models if m.edct}
     summaries = {b: by_name[f"tiny-vlm {b}"] for b in behaviors if f"tiny-vlm {b}" in by_name}
     print(
         f"\nEDCT calibration benchmark, {args.samples} samples; target: the tiny Qwen3-VL\n"
@@ -191,8 +193,7 @@ def _run_tiny_vlm(args: argparse.Namespace) -> int:
         "extractor: calibration-rules, editor: calibration-editor, k=2. Table 1, overall:\n"
     )
     print(runs_table(summaries))
-    print("\n95% CIs: percentile bootstrap over samples (CCS);")
-    print("Wilson score intervals (AC/EF at chain position k).")
+    print("\n" + interval_note())
     print("The faithful checkpoint was trained to answer and explain from the pixels,")
     print("the prior one from the question alone (edct tiny-vlm).")
     print(f"\nwrote {', '.join(str(f) for f in folders)}")

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from edct_task.cli.options import add_overrides
+from edct_task.scoring.compare import paired_metrics
+from edct_task.scoring.metrics import PRIMARY
 
 
 def _fraction(text: str) -> float:
@@ -67,9 +69,9 @@ def add_parser(sub: Any) -> None:
         type=float,
         default=None,
         metavar="DELTA",
-        help="instead of the run: the items needed for 80%% power to detect a paired difference DELTA "
-        "at α = 0.05, and the difference the current size (--n, the pilot's items or the config's data) "
-        "detects",
+        help="instead of the run: the items `edct compare`'s test needs for 80%% power to detect a paired "
+        "difference DELTA at α = 0.05 (its power simulated), and the difference the current size (--n, "
+        "the pilot's items or the config's data) detects",
     )
     p.add_argument(
         "--pilot",
@@ -77,13 +79,14 @@ def add_parser(sub: Any) -> None:
         type=Path,
         default=None,
         metavar=("RUN_A", "RUN_B"),
-        help="with --detect: two runs of one setup whose paired SD is used (default SD 0.5)",
+        help="with --detect: two runs of one setup whose per-item differences are planned from "
+        "(default: binary CCS of two models disagreeing on 25%% of the items)",
     )
     p.add_argument(
         "--metric",
-        choices=("ccs_binary", "ccs_graded"),
-        default="ccs_binary",
-        help="with --pilot: the per-item score whose paired SD is used (ccs_binary)",
+        choices=paired_metrics(),
+        default=PRIMARY.name,
+        help=f"with --pilot: the per-item score whose paired SD is used (default {PRIMARY.name})",
     )
     add_overrides(p, example="limits.editor_concurrency=16")
 
@@ -101,7 +104,7 @@ def _items(config: Any, n: int | None) -> int:
 
 
 def _detect(args: argparse.Namespace) -> int:
-    from edct_task.cli.compare import compare_runs
+    from edct_task.cli.compare import paired_runs
     from edct_task.config import load_config
     from edct_task.core.errors import ConfigError
     from edct_task.estimate.power import plan_power, render_power
@@ -109,24 +112,30 @@ def _detect(args: argparse.Namespace) -> int:
 
     if not args.detect > 0 or args.detect != args.detect:
         raise ConfigError(f"--detect must be a difference > 0, got {args.detect}")
-    if args.pilot is None and args.metric != "ccs_binary":
+    if args.pilot is None and args.metric != PRIMARY.name:
         raise ConfigError("--metric needs --pilot (it chooses the pilot's per-item score)")
-    sd = source = difference = None
+    differences = source = mean = None
     n_current = args.n
     if args.pilot is not None:
         a, b = args.pilot
-        pilot = compare_runs(a, b, metric=args.metric, force=False, n_resamples=100, seed=0)
-        if pilot["sd"] is None or pilot["sd"] == 0:
+        paired = paired_runs(a, b, metric=args.metric, force=False)[3]
+        differences = paired.a - paired.b
+        if differences.min() == differences.max():
             raise ConfigError(
-                f"the pilot runs agree on every one of their {pilot['n_paired']} paired items "
+                f"the pilot runs differ by the same amount on every one of their {paired.n} paired items "
                 "(paired SD 0): no variance to plan from; use runs that differ"
             )
-        sd, difference = pilot["sd"], pilot["difference"]
-        source = f"pilot {a} vs {b}, {args.metric}, {pilot['n_paired']} paired items"
-        n_current = n_current or pilot["n_paired"]
+        mean = float(differences.mean())
+        source = f"pilot {a} vs {b}, {args.metric}, {paired.n} paired items"
+        n_current = n_current or paired.n
     if n_current is None and args.config is not None:
         n_current = _items(load_config(config_location(args.config), args.overrides), None)
-    plan = plan_power(args.detect, sd=sd, sd_source=source, n_current=n_current, pilot_difference=difference)
+    try:
+        plan = plan_power(
+            args.detect, differences=differences, sd_source=source, n_current=n_current, pilot_difference=mean
+        )
+    except ValueError as exc:
+        raise ConfigError(f"--detect {args.detect:g}: {exc}") from None
     print(json.dumps(plan.as_dict(), indent=2) if args.json else render_power(plan))
     return 0
 

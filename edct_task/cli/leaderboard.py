@@ -81,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     from edct_task.leaderboard.board import build_board, write_board
     from edct_task.leaderboard.html import flag_text
     from edct_task.reporting.tables import interval_cell
+    from edct_task.scoring.metrics import PRIMARY
 
     bundles: list[Path] = []
     for p in args.bundles:
@@ -131,19 +132,23 @@ def run(args: argparse.Namespace) -> int:
         print(f"track {t['id']}: {t['label']}")
         for e in t["entries"]:
             lo, hi = e["rank_interval"]
-            line = f"  {e['rank']:>3} ({lo}–{hi})  {e['model']}  CCS_binary {interval_cell(e['ccs_binary'])}"
+            line = f"  {e['rank']:>3} ({lo}–{hi})  {e['model']}  "
+            line += f"{PRIMARY.label} {interval_cell(e[PRIMARY.name])}"
             if "board" in e and "error" in e["board"]:
                 line += f"  board: {e['board']['error']}"
             elif "board" in e:
                 b = e["board"]
                 rate = b["agreement"]["rate"]
-                line += f"  board {interval_cell(b['ccs_binary'])}, agreement " + (
+                line += f"  board {interval_cell(b[PRIMARY.name])}, agreement " + (
                     "—" if rate is None else f"{rate:.3f}"
                 )
                 line += f"  {flag_text(b)}" if flag_text(b) else ""
             print(line)
         for e in t.get("unranked", ()):
             print(f"  not ranked  {e['model']}: {'; '.join(e['unranked'])}")
+    for e in board.get("unreliable", ()):
+        for reason in e["reasons"]:
+            print(f"unreliable, not ranked  {e['model']} (track {e['track']}): {reason}")
     for d in board["duplicates"]:
         print(f"duplicate {d['bundle']}: {d.get('reason', 'the same bundle')} as {d['same_as']}")
     for r in board["rejected"]:
@@ -152,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
         f"wrote {args.output}/leaderboard.md, .csv, .json, .html "
         f"({sum(len(t['entries']) for t in board['tracks'])} ranked, "
         f"{sum(len(t['unranked']) for t in board['tracks'])} not ranked, {len(board['rejected'])} rejected, "
-        f"{len(board['duplicates'])} duplicate(s), {len(board['unverified'])} unverified)"
+        f"{len(board['duplicates'])} duplicate(s), {len(board['unverified'])} unverified, "
+        f"{len(board.get('unreliable', ()))} unreliable, not ranked)"
     )
     return 0

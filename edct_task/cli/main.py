@@ -12,7 +12,7 @@
 ``edct serve ROLE MODEL``     a local vLLM server for a role, and the config lines that use it
 ``edct backends``             the registered backends per role kind
 ``edct verify A B --instruction …``   localised edit verification of one image pair (Algorithm 1)
-``edct build-bench --okvqa-questions … --output DIR``   the EDCT-Bench dataset from local source copies
+``edct build-bench --okvqa-hub ID … --output DIR``   the EDCT-Bench dataset from each domain's sources
 ``edct export-counterfactuals RUN_DIR --output DIR``    verified counterfactual pairs as training data
 ``edct report PATH… --output DIR``   the paper's tables, Fig. 5 and report.json from runs and bundles
 ``edct submit RUN --output FILE``    one run as a verifiable leaderboard bundle
@@ -41,6 +41,7 @@ from typing import NoReturn
 
 from edct_task.core.errors import UserError
 from edct_task.core.exit import exit_promptly
+from edct_task.core.interrupt import EXIT_INTERRUPTED, two_step_interrupts
 from edct_task.engine.storage import StorageError
 from model_adapters.errors import ProviderStop
 
@@ -92,7 +93,11 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, ModuleType]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser, owners = build_parser()
+    try:
+        parser, owners = build_parser()  # reads the registered domains (their flags, task names)
+    except UserError as exc:  # a bad edct_bench.domains entry point: one line, like every user error
+        print(f"edct: {exc.line()}", file=sys.stderr)
+        return 2
     argv = list(sys.argv[1:] if argv is None else argv)
     passthrough: list[str] = []
     if "--" in argv:  # `edct serve … -- <vLLM arguments>`: taken verbatim, never parsed here
@@ -105,8 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    quiet_loguru(args.verbose)
     try:
-        return owners[args.command].run(args)
+        with two_step_interrupts():  # Ctrl-C: stop new work and say so; twice: quit at once
+            return owners[args.command].run(args)
     except UserError as exc:  # every user error: one line, exit 2 (edct_task.core.errors)
         print(f"edct: {exc.line()}", file=sys.stderr)
         return 2
@@ -120,7 +127,18 @@ def main(argv: list[str] | None = None) -> int:
         print(
             "edct: interrupted; finished calls are cached, rerun the same command to resume", file=sys.stderr
         )
-        return 130
+        return EXIT_INTERRUPTED
+
+
+def quiet_loguru(verbose: bool) -> None:
+    """lmms-eval logs through loguru, whose default sink prints everything from DEBUG on (a screen
+    of task-index lines before a run starts): its lines below WARNING are shown only with ``-v``."""
+    try:
+        from loguru import logger
+    except ImportError:  # without lmms-eval there is no loguru to quiet
+        return
+    logger.remove()
+    logger.add(sys.stderr, level="DEBUG" if verbose else "WARNING")
 
 
 def console() -> NoReturn:

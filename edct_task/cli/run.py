@@ -29,7 +29,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         type=_fraction,
         default=None,
         metavar="FRACTION",
-        help="exit 3 when more than FRACTION of the samples end unscored or in error "
+        help="exit 3 when more than FRACTION of the samples have no CCS_binary (or no CCS_graded): "
+        "unscored, in error, or a step whose verdict of that kind could not be read "
         "(default: exit 3 only when no sample was scored)",
     )
     p.add_argument(
@@ -43,6 +44,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_lmms_options(p: argparse.ArgumentParser) -> None:
+    from edct_task.lmms.tasks import edct_tasks
+
     g = p.add_argument_group(
         "lmms-eval model as the target",
         "run an lmms-eval model (through lmms-eval's registry) on the items of the EDCT lmms-eval tasks; "
@@ -61,8 +64,7 @@ def _add_lmms_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--tasks",
         default="edct_bench",
-        help="EDCT task(s): edct_bench, edct_bench_okvqa, "
-        "edct_bench_drivelm, edct_bench_3dsr, edct_calibration (default edct_bench)",
+        help=f"EDCT task(s): {', '.join(edct_tasks())} (default edct_bench)",
     )
     g.add_argument(
         "--gen_kwargs",
@@ -88,7 +90,9 @@ def _add_lmms_options(p: argparse.ArgumentParser) -> None:
         dest="output_path",
         type=Path,
         default=None,
-        help="folder of the lmms-eval export (default <output>/lmms)",
+        help="as lmms-eval's --output_path: lmms-eval's results files go here and, without --output, "
+        "the EDCT run folder goes to <output_path>/edct, where lmms-eval's loop puts it "
+        "(default: the export in <output>/lmms)",
     )
     g.add_argument(
         "--log_samples",
@@ -119,6 +123,17 @@ def add_parser(sub: Any) -> None:
     _add_lmms_options(run)
 
 
+def _flags(args: argparse.Namespace) -> dict[str, str]:
+    """The config values the flags the user typed set (config path → flag): an invalid one is
+    named by its flag."""
+    typed: dict[str, str] = {}
+    if args.shard:
+        typed["data.shard"] = "--shard"
+    if getattr(args, "limit", None) is not None:
+        typed.update({"data.limit": "--limit", "data.limit_per_domain": "--limit"})
+    return typed
+
+
 def _config(args: argparse.Namespace) -> Any:
     """The run's config: ``--config`` (else the lmms-eval task's default roles), ``--set`` overrides,
     then ``--output`` and ``--no-progress``; one sequence for both paths."""
@@ -128,9 +143,9 @@ def _config(args: argparse.Namespace) -> Any:
 
     overrides = [*args.overrides, *([f"data.shard={args.shard}"] if args.shard else [])]
     if args.config is not None:  # a file, or a shipped preset's name
-        config = load_preset(args.config, overrides)
+        config = load_preset(args.config, overrides, flags=_flags(args))
     else:
-        config = cfg.config_from_dict(hook_config().model_dump(mode="json"), overrides)
+        config = cfg.config_from_dict(hook_config().model_dump(mode="json"), overrides, _flags(args))
     update: dict[str, Any] = {"output_dir": args.output} if args.output else {}
     if args.no_progress:
         update["progress"] = False
@@ -147,7 +162,9 @@ def run(args: argparse.Namespace) -> int:
     if args.config is None:
         raise ConfigError("edct run needs --config FILE, or --model NAME (an lmms-eval model as the target)")
     outcome = _run_and_print(_config(args))
-    return 0 if outcome is None else finish(outcome.records, args.fail_on_unscored)
+    if outcome is None:
+        return 0
+    return finish(outcome.records, args.fail_on_unscored, outcome.results.get("controls"))
 
 
 def _run_and_print(config: Any, on_started: Callable[[], None] | None = None) -> Any:
@@ -163,25 +180,36 @@ def _run_and_print(config: Any, on_started: Callable[[], None] | None = None) ->
             f"{len(outcome.records)} samples, sent to rank 0"
         )
         return None
-    roles = outcome.results["config"]["roles"]
-    cfg = outcome.results["config"]
+    log = outcome.log
+    roles = log.config.roles
     target = " ".join(f"{k}={v}" for k, v in roles["target"].items())
     judge, editor = _backend_names(roles["judge"]), roles["editor"]["backend"]
-    print(f"\nEDCT on {cfg['data']['source']}, k={cfg['protocol']['k']}")
+    print(f"\nEDCT on {log.config.data.source}, k={log.config.protocol.k}")
     print(f"  target: {target}\n  judge: {judge}, editor: {editor}\n")
-    print(score_table(outcome.results["results"]))
+    print(score_table(log.results))
     print(
-        f"\nwrote {outcome.output_dir / RESULTS_FILE}, {SAMPLES_FILE} and images/ "
-        f"({outcome.results['wall_seconds']:.1f} s)"
+        f"\nwrote {outcome.output_dir / RESULTS_FILE}, {SAMPLES_FILE} and images/ ({log.wall_seconds:.1f} s)"
     )
+    if outcome.reused:
+        calls = log.calls
+        new = sum(calls["calls"].values()) + sum(calls["failures"].values())
+        print(f"resumed: {outcome.reused} calls reused from the stage cache, {new} new")
     return outcome
 
 
-def finish(records: list[Any], fail_on_unscored: float | None) -> int:
-    """Print the failure summary and the judge-health warnings; the exit code: 3 when too many
-    samples went unscored, or when a whole judgement kind could not be read for any sample (the
-    same for every run)."""
-    from edct_task.scoring.health import health_line, health_warnings, judge_health, unreadable_kinds
+def finish(records: list[Any], fail_on_unscored: float | None, controls: dict[str, Any] | None = None) -> int:
+    """Print the failure summary, the judge-health warnings and the known-answer controls; the exit
+    code: 3 when a whole judgement kind could not be read for any sample or too many samples went
+    without a score (unscored, in error, or a step's verdict unreadable: per metric), else 4
+    (``EXIT_UNRELIABLE``) when a text role is below the controls' bar (the same for every run)."""
+    from edct_task.scoring.controls import EXIT_UNRELIABLE, controls_line, unreliable_reasons
+    from edct_task.scoring.health import (
+        health_line,
+        health_warnings,
+        judge_health,
+        unreadable_kinds,
+        unscored_by_metric,
+    )
 
     summary = failure_summary(records)
     if summary:
@@ -190,6 +218,10 @@ def finish(records: list[Any], fail_on_unscored: float | None) -> int:
     print(health_line(health))
     for line in health_warnings(health):
         print(line, file=sys.stderr)
+    print(controls_line(controls))
+    unreliable = unreliable_reasons(controls)
+    for line in unreliable:
+        print(f"edct: UNRELIABLE RUN: {line}", file=sys.stderr)
     if not records:
         return 0
     unreadable = unreadable_kinds(records)
@@ -200,17 +232,33 @@ def finish(records: list[Any], fail_on_unscored: float | None) -> int:
             file=sys.stderr,
         )
         return 3
-    not_scored = sum(r.status in ("unscored", "error") for r in records) / len(records)
+    # A sample without a metric's score: unscored, in error, or a step whose verdict of that kind
+    # could not be read (a score needs every step judged); the worst metric counts.
+    shares = {"": sum(r.status in ("unscored", "error") for r in records) / len(records)}
+    shares.update({m: k / len(records) for m, k in unscored_by_metric(records).items()})
+    metric, not_scored = max(shares.items(), key=lambda kv: kv[1])
     none_scored = not any(r.status == "scored" for r in records)
     limit = fail_on_unscored
     if (limit is not None and not_scored > limit) or (limit is None and none_scored):
+        what = (
+            "unscored or in error"
+            if not metric
+            else f"without {metric} (unscored, in error or a step unreadable)"
+        )
         print(
-            f"edct: {not_scored:.0%} of the samples are unscored or in error"
+            f"edct: {not_scored:.0%} of the samples are {what}"
             + (f" (more than --fail-on-unscored {limit})" if limit is not None else " (none was scored)")
             + "; exit code 3",
             file=sys.stderr,
         )
         return 3
+    if unreliable:
+        print(
+            f"edct: the scores above cannot be trusted (controls.jsonl has every reply); exit code "
+            f"{EXIT_UNRELIABLE}",
+            file=sys.stderr,
+        )
+        return EXIT_UNRELIABLE
     return 0
 
 
@@ -257,9 +305,14 @@ def _run_lmms(args: argparse.Namespace) -> int:
     """``edct run --model … --tasks …``: an ordinary run whose target is the lmms-eval model
     (backend ``lmms-eval``) on the items the tasks name, then lmms-eval's files as an export."""
     from edct_task import config as cfg
+    from edct_task.engine.files import remove_tree
+    from edct_task.lmms.settings import LOOP_RUN_FOLDER
     from edct_task.lmms.tasks import task_data
     from model_adapters.lmms_eval_target import parse_gen_kwargs
 
+    names = task_data(args.tasks, args.model)  # a typo answered before anything loads
+    if args.output is None and args.output_path is not None:  # one flag, one place: as lmms-eval's loop
+        args.output = args.output_path / LOOP_RUN_FOLDER
     base = _config(args)
     raw = base.model_dump(mode="json")
     target: dict[str, Any] = {"backend": "lmms-eval", "model": args.model, "model_args": args.model_args}
@@ -270,11 +323,11 @@ def _run_lmms(args: argparse.Namespace) -> int:
     extra = {"gen_kwargs": gen_kwargs, "batch_size": args.batch_size, "device": args.device}
     target.update({k: v for k, v in extra.items() if v})
     raw["roles"]["target"] = target
-    data = {**raw["data"], "domains": None, **task_data(args.tasks, args.model)}
+    data = {**raw["data"], "domains": None, **names}
     if args.limit is not None:
         data["limit" if data["source"] == "calibration" else "limit_per_domain"] = args.limit
     raw["data"] = data
-    config = cfg.config_from_dict(raw, [])
+    config = cfg.config_from_dict(raw, [], _flags(args))
     from edct_task.lmms.export import ExportProcess
     from edct_task.run.sharding import shard_from_env
 
@@ -285,12 +338,20 @@ def _run_lmms(args: argparse.Namespace) -> int:
 
         check_writable(args.output_path, "lmms-eval results folder", "--output_path")
     exporter = ExportProcess() if whole_run else None
+    own_export = config.output_dir / "lmms"  # the run's own export folder, when --output_path is not given
+
+    def started() -> None:  # the folder is this run's now (claimed, its setup checked)
+        if exporter is not None:
+            if args.output_path is None:
+                remove_tree(own_export)  # a previous run's export never reads as this run's
+            exporter.start()
+
     try:
-        outcome = _run_and_print(config, on_started=exporter.start if exporter else None)
+        outcome = _run_and_print(config, on_started=started)
         if outcome is None:  # a rank other than 0 of a torchrun group
             return 0
         if exporter is not None:
-            output_path = args.output_path or outcome.output_dir / "lmms"
+            output_path = args.output_path or own_export
             tables = exporter.export(
                 outcome.output_dir, output_path, tasks=args.tasks, log_samples=args.log_samples
             )
@@ -299,4 +360,4 @@ def _run_lmms(args: argparse.Namespace) -> int:
     finally:
         if exporter is not None:
             exporter.close()
-    return finish(outcome.records, args.fail_on_unscored)
+    return finish(outcome.records, args.fail_on_unscored, outcome.results.get("controls"))

@@ -10,9 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edct_task.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from edct_task.scoring.results import Results
 
 
 def add_parser(sub: Any) -> None:
@@ -28,7 +31,7 @@ def add_parser(sub: Any) -> None:
 
 def _identity(results: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """(target, setup without seeds) of a checked results.json."""
-    from edct_task.reporting.setup import setup_identity
+    from edct_task.reporting.setup import host_of, setup_identity
 
     config = results["config"]
     setup = setup_identity(
@@ -37,18 +40,20 @@ def _identity(results: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         verification=config.get("verification", {}),
         prompt_versions=results.get("prompt_versions", {}),
         dataset_digest=None,
+        host=host_of(config["roles"].get("target")),
     )
     return config["roles"].get("target"), setup
 
 
-def read_repeated_runs(paths: list[Path]) -> list[dict[str, Any]]:
-    """The results.json of each run (read through ``run.outputs.load_run``), checked for shape and
+def read_repeated_runs(paths: list[Path]) -> list[Results]:
+    """The scores of each run (its results.json read through ``run.outputs.load_run``), checked
     for being repeats of the first run."""
     from edct_task.reporting.setup import setup_differences
     from edct_task.run.checks import RunReadError, check_results
     from edct_task.run.outputs import load_run
 
-    results, first = [], None
+    results: list[Results] = []
+    first = None
     for p in paths:
         if not p.exists():
             raise ConfigError(f"{p} does not exist: pass run output folders or their results.json")
@@ -58,6 +63,7 @@ def read_repeated_runs(paths: list[Path]) -> list[dict[str, Any]]:
                 raise ConfigError(f"{p}: an lmms-eval output folder; stability reads `edct run` folders")
             f = loaded.results_file or p
             data = check_results(f, loaded.results)
+            assert loaded.log is not None  # an edct run folder has its run log
         except RunReadError as exc:
             raise ConfigError(str(exc)) from None
         target, setup = _identity(data)
@@ -74,7 +80,7 @@ def read_repeated_runs(paths: list[Path]) -> list[dict[str, Any]]:
                 f"{f}: its setup differs from {first[0]}'s ({diff}); stability is over runs that differ "
                 "only in their seed"
             )
-        results.append(data)
+        results.append(loaded.log.results)
     return results
 
 

@@ -121,9 +121,8 @@ def _open(path: Path, what: str) -> Image.Image:
 
 
 def _locator(args: argparse.Namespace) -> Any:
-    from model_adapters import factories as adapter_factories
+    from edct_task.roles import build_backend, registry
     from model_adapters.errors import OptionsError
-    from verification import factories as verification_factories
     from verification.factories import build_segmenter
     from verification.masks import BoxMaskProvider, StaticMaskProvider
 
@@ -151,17 +150,14 @@ def _locator(args: argparse.Namespace) -> Any:
                 FixedBoxDetector(boxes), build_segmenter({"backend": args.segmenter, **seg_opts})
             )
         backend = args.detector or "opencv-cascade"
-        detectors = {
-            **verification_factories.FACTORIES["detector"],
-            **adapter_factories.FACTORIES["detector"],
-        }
-        factory = detectors.get(backend)
-        if factory is None:
+        detectors = {name: r for name, r in registry()["detector"].items() if not r.calibration_only}
+        record = detectors.get(backend)
+        if record is None:
             raise _Usage(f"unknown detector {backend!r}; known: {', '.join(sorted(detectors))}")
         options = dict(det_opts)
         if args.segmenter:
             options["segmenter"] = {"backend": args.segmenter, **seg_opts}
-        return factory(options)
+        return build_backend(record, options)
     except OptionsError as exc:
         raise _Usage(str(exc)) from None
 

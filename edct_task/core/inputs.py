@@ -20,6 +20,7 @@ kilobyte into gigabytes. So an input is opened here and nowhere else:
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 from typing import IO, Any
@@ -153,9 +154,23 @@ class _BoundedLoader(yaml.SafeLoader):
         return self.construct_document(node)
 
 
+# YAML 1.2's booleans: only true/false (any case) are booleans; PyYAML's YAML 1.1 rule also reads
+# on/off/yes/no/y/n as booleans, so `structured: off` (a documented word) arrived as False. With
+# this rule such a word stays the word the user wrote, and a boolean field still takes it
+# (pydantic reads "off", "no", "yes", "on" as booleans).
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+_BoundedLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != _BOOL_TAG]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_BoundedLoader.add_implicit_resolver(
+    _BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+
 def load_yaml(text: str, what: str) -> Any:
-    """Parse YAML text safely (aliases allowed, their expansion bounded); every failure is one
-    :class:`InputFileError` line."""
+    """Parse YAML text safely (aliases allowed, their expansion bounded; booleans as YAML 1.2 reads
+    them: ``off`` is the word "off"); every failure is one :class:`InputFileError` line."""
     try:
         return yaml.load(text, Loader=_BoundedLoader)  # a SafeLoader subclass
     except yaml.MarkedYAMLError as exc:

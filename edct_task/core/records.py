@@ -13,7 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from verification.records import EditCheck
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: an edit target keeps the edit parser's reply (``EditTargetRecord.raw`` / ``finish_reason`` /
+``error``). A version-1 record reads as before; a replay takes its edit targets as recorded."""
 
 TargetRendering = Literal["multi-turn", "single-turn-quoted"]
 MULTI_TURN: TargetRendering = "multi-turn"
@@ -70,8 +72,12 @@ class Exchange(Record):
     )
 
 
-UnscoredReason = Literal["truncated", "malformed", "refused", "transport"]
-"""Why a text-LLM output is unscored: cut short, unreadable, declined, or the call failed."""
+UnscoredReason = Literal[
+    "truncated", "malformed", "refused", "transport", "echoed", "unsupported", "restated"
+]
+"""Why a text-LLM output is unscored: cut short, unreadable, declined, the call failed; or read but
+not evidence: the prompt's own example sent back, a concept or edit target with no support in its
+texts, a change that restates its concept (``edct_task.evidence``)."""
 
 
 class LLMOutput(Record):
@@ -89,7 +95,9 @@ class LLMOutput(Record):
     unscored: UnscoredReason | None = Field(
         default=None,
         description="The category of ``error``: truncated (cut at the token limit or no complete "
-        "verdict), malformed, refused, or transport (the call failed); None on success.",
+        "verdict), malformed, refused, transport (the call failed); or, for a reply read but not "
+        "evidence, echoed (the prompt's own example), unsupported (not in its texts) or restated (a "
+        "change that restates its concept); None on success.",
     )
 
 
@@ -114,6 +122,22 @@ class EditTargetRecord(Record):
         description="Parsed from the edit-parser LLM, or by the rule-based fallback."
     )
     note: str = Field(default="", description="Why the fallback was used, when it was.")
+    raw: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="The edit parser's reply as received (None: not asked, or the call failed; not "
+        "written then); a replay of the record re-reads it.",
+    )
+    finish_reason: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="Why the edit parser's reply ended, as the server said (not written when None).",
+    )
+    error: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="The edit parser's call failure as described, when it failed (not written when None).",
+    )
 
 
 class EditAttempt(Record):
@@ -206,8 +230,18 @@ SampleStatus = Literal["scored", "excluded", "unscored", "error"]
 
 
 class SampleScores(Record):
-    ccs_binary: float | None = Field(description="Mean of CCS_j over the verified, judged steps.")
-    ccs_graded: float | None = Field(description="Mean of (s_j − 1)/4 over the verified, judged steps.")
+    ccs_binary: float | None = Field(
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description="Mean of CCS_j over the verified steps; None unless every one has a readable verdict.",
+    )
+    ccs_graded: float | None = Field(
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description="Mean of (s_j − 1)/4 over the verified steps; None unless each has a readable score.",
+    )
     ac: tuple[int | None, ...] = Field(description="AC_j per chain position (None: not scored at j).")
     ef: tuple[int | None, ...] = Field(description="EF_j per chain position.")
 
@@ -220,7 +254,7 @@ class SampleRecord(Record):
     status: SampleStatus = Field(
         description=(
             "scored; excluded (edit failed verification after retry); "
-            "unscored (nothing could be judged); error (the target failed)."
+            "unscored (neither score has every step judged); error (the target failed)."
         )
     )
     reason: str | None = Field(default=None, description="Why the sample is excluded, unscored or in error.")
@@ -237,3 +271,44 @@ class SampleRecord(Record):
         description="How the target received the conversation: multi-turn (the default, not written) "
         "or single-turn-quoted (one user turn with the earlier turns quoted).",
     )
+
+
+ControlRole = Literal["judge_binary", "judge_graded", "extractor", "edit_parser"]
+"""The role a known-answer control checks: the binary judge, the graded judge, the concept
+extractor, or the edit parser."""
+
+
+class ControlRecord(Record):
+    """One known-answer control put through a text role, and whether the role answered it right.
+
+    Controls are items whose correct verdict is known by construction (``edct_task.controls``);
+    each run sends some through the same backend, template, settings and cache as its real
+    requests (``engine.controls``), so a role that cannot do its job is caught in the run itself.
+    Written one per line to ``controls.jsonl``; ``scoring.controls`` summarises them.
+    """
+
+    id: str = Field(description="The control item's id in the bank.")
+    domain: str = Field(description="The domain the item is written for (okvqa, drivelm, 3dsr, calibration).")
+    role: ControlRole = Field(description="The role checked.")
+    judge: str = Field(
+        default="judge",
+        description="Which judge of a panel answered ('judge', or 'judge<i>' in a panel); 'extractor' / "
+        "'edit_parser' for those roles.",
+    )
+    sample: int = Field(default=0, description="Self-consistency sample index of that judge.")
+    kind: str = Field(
+        description="The item's class within the role: 'ac=1 ef=0' (binary), 'level 4' (graded), "
+        "'concepts' (extractor), 'ADD' / 'MODIFY' / 'REMOVE' (edit parser)."
+    )
+    expected: dict[str, object] = Field(description="The known answer.")
+    got: dict[str, object] | None = Field(
+        default=None, description="What the reply said, parsed; None when it could not be read."
+    )
+    correct: bool = Field(description="The reply gives the known answer (an unreadable reply is wrong).")
+    unanswered: bool = Field(
+        default=False,
+        description="The call failed after its retries (no reply): it says nothing of the role's "
+        "competence and is left out of the tally, like an unscored sample.",
+    )
+    raw: str | None = Field(default=None, description="The reply as received (None when the call failed).")
+    error: str | None = Field(default=None, description="Why the reply could not be read, when it could not.")

@@ -22,7 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from tqdm import tqdm
 
@@ -155,7 +155,7 @@ class Progress:
         self.name = name
         self.clock = clock
         self._lock = threading.Lock()
-        self._bars: dict[str, tqdm] = {}
+        self._bars: dict[str, tqdm[NoReturn]] = {}
         self._issued: dict[str, int] = {}
         self._done: dict[str, int] = {}
         self._started = clock()
@@ -192,7 +192,7 @@ class Progress:
                         unit="req",
                         file=self.stream,
                     )
-                bar.total += 1
+                bar.total = (bar.total or 0) + 1
                 bar.refresh()
 
     def answered(
@@ -254,11 +254,12 @@ def status_line(
 class CachedHandler:
     """A handler behind the stage cache, with the handler's own interface plus ``cached``."""
 
-    def __init__(self, inner: Handler, cache: StageCache) -> None:
+    def __init__(self, inner: Handler[Any], cache: StageCache) -> None:
         self.inner, self.cache = inner, cache
         self.pool, self.batch_size = inner.pool, inner.batch_size
         self.stage, self.key, self.encode, self.decode = inner.stage, inner.key, inner.encode, inner.decode
-        self.finishes = isinstance(inner, Finishing)
+        self.finisher = inner if isinstance(inner, Finishing) else None
+        self.finishes = self.finisher is not None
 
     def cached(self, key: str) -> object | None:
         """The cached reply, or None: a miss, or an entry that cannot be used any more (a value of
@@ -284,7 +285,7 @@ class CachedHandler:
 
     def finish_keyed(self, batch: Sequence[Request], keys: Sequence[str], raw: list[object]) -> list[object]:
         """The handler's ``finish`` of the backend's replies, then every success stored."""
-        replies = self.inner.finish(batch, raw) if self.finishes else raw
+        replies = self.finisher.finish(batch, raw) if self.finisher is not None else raw
         for request, key, reply in zip(batch, keys, replies, strict=True):
             if not isinstance(reply, Failure):  # errors and refusals are never cached
                 try:
@@ -300,7 +301,7 @@ class CachedHandler:
 class _Uncached:
     """The same surface as ``CachedHandler`` for a run without a stage cache."""
 
-    def __init__(self, inner: Handler) -> None:
+    def __init__(self, inner: Handler[Any]) -> None:
         self.inner = inner
         self.pool, self.batch_size, self.stage, self.key = (
             inner.pool,
@@ -308,7 +309,8 @@ class _Uncached:
             inner.stage,
             inner.key,
         )
-        self.finishes = isinstance(inner, Finishing)
+        self.finisher = inner if isinstance(inner, Finishing) else None
+        self.finishes = self.finisher is not None
 
     def cached(self, key: str) -> object | None:
         return None
@@ -317,7 +319,7 @@ class _Uncached:
         return self.inner.call(batch)
 
     def finish_keyed(self, batch: Sequence[Request], keys: Sequence[str], raw: list[object]) -> list[object]:
-        return self.inner.finish(batch, raw) if self.finishes else raw
+        return self.finisher.finish(batch, raw) if self.finisher is not None else raw
 
 
 @dataclass(frozen=True)
@@ -350,7 +352,12 @@ class _Batcher:
     estimate``."""
 
     def __init__(
-        self, send: Callable[[list[_Item]], Future], size: int, slots: int, window_s: float, runtime: Runtime
+        self,
+        send: Callable[[list[_Item]], Future[None]],
+        size: int,
+        slots: int,
+        window_s: float,
+        runtime: Runtime,
     ) -> None:
         self._send, self.size, self.window_s, self._rt = send, max(1, size), window_s, runtime
         self._free = slots
@@ -381,7 +388,7 @@ class _Batcher:
             if not self._closed:
                 self._pump()
 
-    def _release_after(self, returned: list[_Item], _f: Future) -> None:
+    def _release_after(self, returned: list[_Item], _f: Future[None]) -> None:
         """A batch came back: its slot is free again (a hold for its follow-ups may start)."""
         with self._lock:
             self._free += 1
@@ -406,8 +413,8 @@ class _Batcher:
 
     def _pump(self) -> None:
         """Send batches while a slot is free and a batch is full or its window has passed (and no
-        hold for follow-ups is on)."""
-        while self._items and self._free > 0:
+        hold for follow-ups is on); nothing once closed."""
+        while self._items and self._free > 0 and not self._closed:
             if self._holding():
                 return
             full = len(self._items) >= self.size
@@ -428,7 +435,7 @@ class _Batcher:
                 self._timer.cancel()
 
 
-_Item = tuple[Request, str, Future]
+_Item = tuple[Request, str, Future[object]]
 """A request waiting for a backend: the request, its cache key, the future of its reply."""
 
 
@@ -456,6 +463,10 @@ def furthest_first(items: list[_Item], size: int) -> tuple[list[_Item], list[_It
     chosen = set(order[:size])
     batch = [item for i, item in enumerate(items) if i in chosen]
     return batch, [item for i, item in enumerate(items) if i not in chosen]
+
+
+class Stopped(RuntimeError):
+    """A request that was not sent because its dispatcher is closing (the run is stopping)."""
 
 
 class Dispatcher:
@@ -498,15 +509,21 @@ class Dispatcher:
         self.runtime: Runtime = runtime
         """Time, pools, timers and queues: real threads, or a virtual clock (``runtime.py``)."""
         self._lock = threading.Lock()
-        self._inflight: dict[str, Future] = {}
+        self._inflight: dict[str, Future[object]] = {}
         self._batchers: dict[type, _Batcher] = {}
+        self._closing = False
+        self._sent: set[str] = set()
+        """Keys of the requests this dispatcher sent to a backend."""
+        self.reused = 0
+        """Requests answered by a stage-cache entry this dispatcher did not write: an earlier run's
+        finished calls, reused by a rerun (``edct run`` says how many)."""
 
     def notify(self, method: str, *args: Any) -> None:
         """Tell every observer (``issued`` / ``answered``)."""
         for o in self.observers:
             getattr(o, method)(*args)
 
-    def submit(self, request: Request) -> Future:
+    def submit(self, request: Request) -> Future[object]:
         """The future reply of ``request``; a miss goes to its handler's batcher or pool at once."""
         future, item = self._admit(request)
         if item is not None:
@@ -519,7 +536,7 @@ class Dispatcher:
 
     def resolve(self, requests: Sequence[Request]) -> list[object]:
         """Replies for one round of ``requests``, in order (a storage stop is raised)."""
-        futures: list[Future] = []
+        futures: list[Future[object]] = []
         misses: dict[type, list[_Item]] = {}
         for request in requests:
             future, item = self._admit(request)
@@ -533,7 +550,7 @@ class Dispatcher:
                 self._send(handler, items[start : start + size])
         return [f.result() for f in futures]
 
-    def _admit(self, request: Request) -> tuple[Future, _Item | None]:
+    def _admit(self, request: Request) -> tuple[Future[object], _Item | None]:
         """Count the request, then answer it from a twin in flight or the cache, or return it as a
         miss to send."""
         handler = self.handlers[type(request)]
@@ -545,16 +562,20 @@ class Dispatcher:
             if twin is not None:
                 self.notify("answered", stage, "hit", 0.0, key)
                 return twin, None
-            future: Future = Future()
+            future: Future[object] = Future()
             self._inflight[key] = future
         hit = handler.cached(key)
         if hit is not None:
+            with self._lock:
+                self.reused += key not in self._sent
             self.notify("answered", stage, "hit", 0.0, key)
             self._settle(key, future, hit)
             return future, None
+        with self._lock:
+            self._sent.add(key)
         return future, (request, key, future)
 
-    def _send(self, handler: Any, batch: list[_Item]) -> Future:
+    def _send(self, handler: CachedHandler | _Uncached, batch: list[_Item]) -> Future[None]:
         """Run one batch on the handler's pool (through the runtime): timed, observed, every future
         settled (a storage stop or a bug fails the batch's futures, so no waiting sample hangs).
 
@@ -563,6 +584,12 @@ class Dispatcher:
         call starts while this one's image is stored. The returned future completes once every
         reply is settled."""
         requests, keys = [r for r, _, _ in batch], [k for _, k, _ in batch]
+        if self._closing:  # closed (Ctrl-C, an error): nothing new goes out; its waiters are told
+            stopped: Future[None] = Future()
+            for _, key, future in batch:
+                self._settle(key, future, Stopped("the run is stopping: the call was not sent"))
+            stopped.set_result(None)
+            return stopped
 
         def settle(outcome: Outcome, local_cpu: float = 0.0) -> None:
             try:
@@ -579,10 +606,10 @@ class Dispatcher:
                     self._settle(key, future, exc)
 
         if not handler.finishes:
-            return self.runtime.start(
+            return self._start(
                 handler.pool, lambda: handler.finish_keyed(requests, keys, handler.backend(requests)), settle
             )
-        settled: Future = Future()
+        settled: Future[None] = Future()
 
         def answered(outcome: Outcome) -> None:
             if isinstance(outcome, BaseException):
@@ -602,10 +629,22 @@ class Dispatcher:
 
             self.runtime.start(LOCAL_POOL, lambda: handler.finish_keyed(requests, keys, raw), finished)
 
-        self.runtime.start(handler.pool, lambda: handler.backend(requests), answered)
+        self._start(handler.pool, lambda: handler.backend(requests), answered)
         return settled
 
-    def _settle(self, key: str, future: Future, outcome: object) -> None:
+    def _start(self, pool: str, call: Callable[[], Any], done: Callable[[Outcome], None]) -> Future[None]:
+        """``runtime.start``; a pool shut down by a concurrent ``close`` hands ``done`` a ``Stopped``."""
+        try:
+            return self.runtime.start(pool, call, done)
+        except RuntimeError:
+            if not self._closing:
+                raise
+            done(Stopped("the run is stopping: the call was not sent"))
+            stopped: Future[None] = Future()
+            stopped.set_result(None)
+            return stopped
+
+    def _settle(self, key: str, future: Future[object], outcome: object) -> None:
         with self._lock:
             if self._inflight.get(key) is future:
                 del self._inflight[key]
@@ -631,10 +670,16 @@ class Dispatcher:
             return batcher
 
     def close(self) -> None:
+        """Stop: no batch is sent any more, the calls still queued in the role pools are cancelled
+        (a run stopped by Ctrl-C or an error stops at once; a finished run has none), the calls in
+        flight finish, and their local finish (the stage cache's commit) runs: the local pool is
+        shut down last and never cancelled, so nothing a backend answered is lost."""
+        with self._lock:
+            self._closing = True
         for batcher in self._batchers.values():
             batcher.close()
-        for pool in self._pools.values():
-            pool.shutdown(wait=True)
+        for name, pool in self._pools.items():  # LOCAL_POOL last (the dict's order)
+            pool.shutdown(wait=True, cancel_futures=name != LOCAL_POOL)
         if self._own_runtime is not None:
             self._own_runtime.close()
         for o in self.observers:

@@ -65,7 +65,7 @@ class SampleQueue:
 
     ``admit()`` starts samples while fewer than ``window`` are in progress, yielding each new run
     with its first requests as it starts; ``advanced(run, requests)`` records what a sample asked
-    for next (``None``: it finished); ``records()`` gives every finished record in input order;
+    for next and returns it (``None``: it finished); ``records()`` gives every finished record in input order;
     ``close()`` abandons what is still in progress.
 
     ``samples`` is drawn from only as samples start: a lazy iterable would overlap its work with
@@ -97,21 +97,22 @@ class SampleQueue:
                 return
             self._order[sample.id] = next(self._drawn)
             run = SampleRun(sample, self._config)
-            requests = run.start()
-            if self.advanced(run, requests):
+            requests = self.advanced(run, run.start())
+            if requests is not None:
                 yield run, requests
 
-    def advanced(self, run: SampleRun, requests: tuple[Request, ...] | None) -> bool:
-        """Note ``run``'s next requests; False (and its record kept) when it has finished."""
+    def advanced(self, run: SampleRun, requests: tuple[Request, ...] | None) -> tuple[Request, ...] | None:
+        """Note ``run``'s next requests and return them; None (and its record kept) when it has
+        finished."""
         if requests is not None:
             self.active[run.sample.id] = (run, requests)
-            return True
+            return requests
         self.active.pop(run.sample.id, None)
         assert run.record is not None
         self._records[run.sample.id] = run.record
         if self._on_record is not None:
             self._on_record(run.record)
-        return False
+        return None
 
     def records(self) -> list[SampleRecord]:
         return sorted(self._records.values(), key=lambda r: self._order[r.sample.id])

@@ -97,3 +97,12 @@ def place(src: Path, dst: Path) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def remove_tree(path: Path) -> None:
+    """Remove ``path`` and what it holds, if it exists: a link is removed, never followed."""
+    path = Path(path)
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)

@@ -35,7 +35,8 @@ from model_adapters.contracts import (
 )
 from model_adapters.errors import BackendError, ProviderStop
 from model_adapters.images import RESIZE_INFO_KEY
-from verification.check import EditCheck, GateParams, check_edit
+from verification.check import EditCheck, check_edit
+from verification.gate import GateParams
 from verification.localization import MaskProvider
 
 log = logging.getLogger(__name__)
@@ -352,7 +353,7 @@ class VerifyHandler:
         return check
 
 
-HandlerTable = dict[type, Handler]
+HandlerTable = dict[type[Request], Handler[Any]]
 
 
 def handler_table(

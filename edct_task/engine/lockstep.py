@@ -10,12 +10,16 @@ picks it when ``limits.schedule`` is ``lockstep``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from edct_task.core.records import SampleInput, SampleRecord
+from edct_task.core.requests import Request
 from edct_task.engine.dispatch import Dispatcher
 from edct_task.engine.drive import SampleQueue, SampleRun
 from edct_task.engine.protocol import ProtocolConfig
+
+Round = Sequence[tuple[SampleInput, Request]]
+"""One round: every active sample's pending requests, each with its sample, in order."""
 
 
 def run_lockstep(
@@ -27,12 +31,31 @@ def run_lockstep(
     on_record: Callable[[SampleRecord], None] | None = None,
 ) -> list[SampleRecord]:
     """Advance every sample's protocol in lockstep, ``window`` samples at a time (None = all)."""
+    return lockstep(
+        samples,
+        protocol,
+        lambda round_: dispatcher.resolve([request for _, request in round_]),
+        window=window,
+        on_record=on_record,
+    )
+
+
+def lockstep(
+    samples: Iterable[SampleInput],
+    protocol: ProtocolConfig,
+    answer: Callable[[Round], Sequence[object]],
+    *,
+    window: int | None = None,
+    on_record: Callable[[SampleRecord], None] | None = None,
+) -> list[SampleRecord]:
+    """The lockstep loop with ``answer`` replying to each round (a dispatcher, or a replay's
+    answers from recorded evidence: ``leaderboard.rederive``); the records in input order."""
     runs = SampleQueue(samples, protocol, window=window, on_record=on_record)
     try:
         list(runs.admit())  # starts them (admit is lazy)
         while runs.active:
             flat = [(run, req) for run, reqs in runs.active.values() for req in reqs]
-            replies = dispatcher.resolve([req for _, req in flat])
+            replies = answer([(run.sample, req) for run, req in flat])
             by_sample: dict[str, tuple[SampleRun, list[object]]] = {}
             for (run, _), reply in zip(flat, replies, strict=True):
                 by_sample.setdefault(run.sample.id, (run, []))[1].append(reply)

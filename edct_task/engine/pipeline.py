@@ -49,12 +49,12 @@ def run_pipelined(
         left = [len(futures)]
         lock = threading.Lock()
 
-        def one_done(_f: Future) -> None:
+        def one_done(_f: Future[object]) -> None:
             with lock:
                 left[0] -= 1
                 last = left[0] == 0
             if last:  # every future is done: nothing here blocks
-                errors = [f.exception() for f in futures if f.exception() is not None]
+                errors = [e for f in futures if (e := f.exception()) is not None]
                 ready.put((run, errors[0] if errors else tuple(f.result() for f in futures)))
 
         for f in futures:
@@ -63,9 +63,9 @@ def run_pipelined(
     def move_on(run: SampleRun, replies: tuple[object, ...] | BaseException) -> None:
         if isinstance(replies, BaseException):
             raise replies
-        requests = run.send(replies)
-        if runs.advanced(run, requests):
-            launch(run, requests)  # type: ignore[arg-type]
+        requests = runs.advanced(run, run.send(replies))
+        if requests is not None:
+            launch(run, requests)
 
     def admit() -> None:
         for run, requests in runs.admit():

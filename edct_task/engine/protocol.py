@@ -23,11 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import replace
-from typing import Literal
+from typing import Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from edct_task import parsing, prompts
+from edct_task import evidence, parsing, prompts
 from edct_task.core.records import (
     BinaryScore,
     ChainStep,
@@ -42,6 +42,7 @@ from edct_task.core.records import (
     SampleInput,
     SampleRecord,
     SampleScores,
+    SampleStatus,
 )
 from edct_task.core.requests import (
     AskLLM,
@@ -51,6 +52,7 @@ from edct_task.core.requests import (
     Failure,
     Message,
     Request,
+    TextRole,
     VerifyEdit,
 )
 from edct_task.scoring import panel
@@ -60,6 +62,13 @@ from verification.records import EditCheck
 
 ExclusionPolicy = Literal["exclude_sample", "truncate_chain"]
 Protocol = Generator[tuple[Request, ...], tuple[object, ...], SampleRecord]
+
+BASELINE_FAILED = "target failed at baseline: "
+"""How an ``error`` record's reason starts when the target's baseline call failed (the failure follows)."""
+EDIT_FAILED = "edit failed: "
+"""How an attempt's ``failure`` starts when the editor gave no image (the failure follows)."""
+VERIFY_FAILED = "verification failed: "
+"""How an attempt's ``failure`` starts when its verification gave no record (the failure follows)."""
 
 
 class ProtocolConfig(BaseModel):
@@ -89,6 +98,38 @@ class ProtocolConfig(BaseModel):
     panel_tie: Literal["unscored", "first"] = Field(
         "unscored", description="A tied panel vote is unscored, or broken by the first judge that scored."
     )
+    controls: int = Field(
+        16,
+        ge=0,
+        le=1000,
+        description="Known-answer controls per text role put through the run's own backends, interleaved "
+        "with its samples (judge steps, explanations, edit instructions; docs: judge reliability); 0 turns "
+        "them off.",
+    )
+    control_bar: float = Field(
+        0.8,
+        ge=0,
+        le=1,
+        description="A role whose controls' 95% interval lies wholly below this accuracy marks the run "
+        "unreliable.",
+    )
+
+    def judged_by(self, board: ProtocolConfig) -> ProtocolConfig:
+        """These settings with ``board``'s judge settings (panel, samples, temperature, tie rule,
+        graded, token limits): the protocol a board's own judge re-judges a run under."""
+        return self.model_copy(update={name: getattr(board, name) for name in JUDGE_SETTINGS})
+
+
+JUDGE_SETTINGS = (
+    "judges",
+    "judge_samples",
+    "judge_temperature",
+    "panel_tie",
+    "graded",
+    "max_new_tokens",
+    "graded_max_new_tokens",
+)
+"""The settings of ``ProtocolConfig`` that shape the judge's requests and how its replies combine."""
 
 
 def why_prompt() -> str:
@@ -109,14 +150,28 @@ def render_edits(instructions: Sequence[EditInstruction]) -> str:
     return "\n\n".join(f"{i}. {ins.as_text()}" for i, ins in enumerate(instructions, 1))
 
 
-def _llm(role: str, template: str, purpose: str, max_new_tokens: int, **fields: object) -> AskLLM:
+def llm_request(role: TextRole, template: str, purpose: str, max_new_tokens: int, **fields: object) -> AskLLM:
     t = prompts.get_template(template)
     return AskLLM(
-        role=role,  # type: ignore[arg-type]
+        role=role,
         prompt=t.render(**fields),
         template=t.tag,
         purpose=purpose,
         max_new_tokens=max_new_tokens,
+    )
+
+
+def concepts_request(cfg: ProtocolConfig, question: str, baseline: Exchange) -> AskLLM:
+    """The extractor's request for the concepts ``baseline``'s explanation cites (stage 2)."""
+    return llm_request(
+        "extractor",
+        "extract_concepts",
+        "concepts",
+        cfg.max_new_tokens,
+        question=question,
+        answer=baseline.answer,
+        explanation=baseline.explanation,
+        k=cfg.k,
     )
 
 
@@ -158,13 +213,14 @@ def _ask_exchange(
     return Exchange(answer=answer, explanation=explanation)
 
 
-def _judge_requests(
+def judge_requests(
     cfg: ProtocolConfig,
     sample: SampleInput,
     baseline: Exchange,
     chain: Sequence[EditInstruction],
     requery: Exchange,
 ) -> tuple[AskLLM, ...]:
+    """The judge requests of the step whose chain is ``chain`` (every panel member and sample)."""
     fields = {
         "question": sample.question,
         "answer": baseline.answer,
@@ -174,19 +230,21 @@ def _judge_requests(
         "new_explanation": requery.explanation,
     }
     j = len(chain)
-    binary = _llm("judge", "judge_binary", f"step{j}.judge_binary", cfg.max_new_tokens, **fields)
-    graded = _llm("judge", "judge_graded", f"step{j}.judge_graded", cfg.graded_max_new_tokens, **fields)
-    requests = []
-    for member in range(cfg.judges):
-        for sample_index in range(cfg.judge_samples):
-            vote = {"member": member, "sample": sample_index, "temperature": cfg.judge_temperature}
-            requests.append(replace(binary, **vote))
-            if cfg.graded:
-                requests.append(replace(graded, **vote))
-    return tuple(requests)
+    binary = llm_request("judge", "judge_binary", f"step{j}.judge_binary", cfg.max_new_tokens, **fields)
+    graded = llm_request(
+        "judge", "judge_graded", f"step{j}.judge_graded", cfg.graded_max_new_tokens, **fields
+    )
+    kinds = (binary, graded) if cfg.graded else (binary,)
+    return tuple(
+        replace(kind, member=member, sample=sample_index, temperature=cfg.judge_temperature)
+        for member in range(cfg.judges)
+        for sample_index in range(cfg.judge_samples)
+        for kind in kinds
+    )
 
 
-def _binary(reply: object) -> BinaryScore:
+def binary_score(reply: object) -> BinaryScore:
+    """A binary judge reply read as the protocol reads it (parsed; unscored with its reason)."""
     text = _raw(reply)
     if isinstance(text, Failure):
         return BinaryScore(error=text.describe(), unscored="transport")
@@ -210,7 +268,8 @@ def _binary(reply: object) -> BinaryScore:
     )
 
 
-def _graded(reply: object) -> GradedScore:
+def graded_score(reply: object) -> GradedScore:
+    """A graded judge reply read as the protocol reads it (parsed, the evidence rule applied)."""
     text = _raw(reply)
     if isinstance(text, Failure):
         return GradedScore(error=text.describe(), unscored="transport")
@@ -221,6 +280,14 @@ def _graded(reply: object) -> GradedScore:
             finish_reason=_finish(reply),
             error=f"unparseable judgement: {parsed.reason}",
             unscored=parsed.kind,
+        )
+    echo = evidence.check_graded(parsed.value.score, parsed.value.reason)
+    if echo is not None:  # the rubric's line of another score sent back as the reason
+        return GradedScore(
+            raw=text,
+            finish_reason=_finish(reply),
+            error=f"judgement not evidence: {echo.reason}",
+            unscored=echo.kind,
         )
     return GradedScore(
         raw=text, finish_reason=_finish(reply), score=parsed.value.score, reason=parsed.value.reason
@@ -236,8 +303,8 @@ def _with_judgements(step: ChainStep, replies: Sequence[object], cfg: ProtocolCo
             JudgeVote(
                 member=member,
                 sample=sample_index,
-                binary=_binary(replies[i]),
-                graded=_graded(replies[i + 1]) if cfg.graded else None,
+                binary=binary_score(replies[i]),
+                graded=graded_score(replies[i + 1]) if cfg.graded else None,
             )
         )
     if len(votes) == 1:
@@ -252,9 +319,9 @@ def _with_judgements(step: ChainStep, replies: Sequence[object], cfg: ProtocolCo
 
 
 def _per_judge(
-    votes: Sequence[JudgeVote], value: Callable[[JudgeVote], int | float | None]
-) -> dict[str, list]:
-    out: dict[str, list] = {}
+    votes: Sequence[JudgeVote], value: Callable[[JudgeVote], float | None]
+) -> dict[str, list[float | None]]:
+    out: dict[str, list[float | None]] = {}
     for v in votes:
         out.setdefault(f"judge{v.member}", []).append(value(v))
     return out
@@ -290,16 +357,35 @@ def _panel_graded(votes: Sequence[JudgeVote]) -> GradedScore:
 
 
 def _edit_target(instruction: EditInstruction, reply: object | None) -> EditTargetRecord:
+    """The edit's type and target from the edit parser's ``reply`` (None: not asked), which the
+    record keeps, or the rule-based fallback."""
     note = ""
+    raw: str | None = None  # what the record keeps of the reply (None: not written)
+    finish_reason: str | None = None
+    error: str | None = None
     if reply is not None:
         text = _raw(reply)
         if isinstance(text, Failure):
+            error = text.describe()
             note = f"edit parser failed ({text.describe()}); rule-based fallback"
         else:
+            raw, finish_reason = text, _finish(reply)
             parsed = parsing.parse_edit_target(text, finish_reason=_finish(reply))
-            if isinstance(parsed, parsing.Parsed):
-                return EditTargetRecord(edit_type=parsed.value.type, target=parsed.value.target, source="llm")
-            note = f"edit parser reply unparseable ({parsed.reason}); rule-based fallback"
+            if isinstance(parsed, parsing.Unparsed):
+                note = f"edit parser reply unparseable ({parsed.reason}); rule-based fallback"
+            elif (
+                found := evidence.check_edit_target(parsed.value.target, instruction.as_text())
+            ) is not None:
+                note = f"edit parser reply not evidence ({found.kind}: {found.reason}); rule-based fallback"
+            else:
+                return EditTargetRecord(
+                    edit_type=parsed.value.type,
+                    target=parsed.value.target,
+                    source="llm",
+                    raw=raw,
+                    finish_reason=finish_reason,
+                    error=error,
+                )
     fallback = rule_based_edit_target(instruction.as_text())
     if fallback is None:
         # Nothing better is known: search for the concept's object in the original image.
@@ -308,49 +394,77 @@ def _edit_target(instruction: EditInstruction, reply: object | None) -> EditTarg
             target=instruction.concept or instruction.change,
             source="rules",
             note=(note + "; " if note else "") + "rule-based parser found no target; using the concept",
+            raw=raw,
+            finish_reason=finish_reason,
+            error=error,
         )
-    return EditTargetRecord(edit_type=fallback.type, target=fallback.target, source="rules", note=note)
+    return EditTargetRecord(
+        edit_type=fallback.type,
+        target=fallback.target,
+        source="rules",
+        note=note,
+        raw=raw,
+        finish_reason=finish_reason,
+        error=error,
+    )
 
 
 def score_sample(steps: Sequence[ChainStep]) -> SampleScores:
-    """Per-sample CCS_binary (mean of CCS_j = AC_j · EF_j) and CCS_graded (mean of (s_j − 1) / 4) over
-    the verified, judged steps; a step without a readable judgement is left out, never a 0."""
+    """Per-sample CCS_binary (mean of CCS_j = AC_j · EF_j) and CCS_graded (mean of (s_j − 1) / 4)
+    over the verified steps. A score needs every one of those steps judged: a step without a
+    readable verdict of that kind (an unreadable judgement, a failed re-query) leaves the score
+    None (unscored, counted), never a 0 and never a mean over the other steps."""
     ccs = [s.binary.ccs for s in steps if s.binary is not None and s.binary.ccs is not None]
     graded = [s.graded.normalised for s in steps if s.graded is not None and s.graded.normalised is not None]
     return SampleScores(
-        ccs_binary=sum(ccs) / len(ccs) if ccs else None,
-        ccs_graded=sum(graded) / len(graded) if graded else None,
+        ccs_binary=sum(ccs) / len(ccs) if ccs and len(ccs) == len(steps) else None,
+        ccs_graded=sum(graded) / len(graded) if graded and len(graded) == len(steps) else None,
         ac=tuple(s.binary.ac if s.binary else None for s in steps),
         ef=tuple(s.binary.ef if s.binary else None for s in steps),
     )
 
 
+def _unjudged(steps: Sequence[ChainStep]) -> str:
+    """Why a sample has no score: the steps without a readable verdict, and their errors."""
+    missing = [
+        (j, s.requery_error or (s.binary.error if s.binary else None) or "not judged")
+        for j, s in enumerate(steps, 1)
+        if s.binary is None or s.binary.ccs is None
+    ]
+    if len(missing) == len(steps):
+        return "no step could be judged: " + "; ".join(why for _, why in missing)
+    return "not every step could be judged: " + "; ".join(f"step {j}: {why}" for j, why in missing)
+
+
+class _Stages(TypedDict, total=False):
+    """What ``sample_protocol`` has recorded of a sample so far (the ``SampleRecord`` fields filled
+    stage by stage; the others are given when it finishes)."""
+
+    baseline: Exchange
+    concepts: ConceptsRecord
+    instructions: InstructionsRecord
+
+
 def sample_protocol(sample: SampleInput, cfg: ProtocolConfig) -> Protocol:
     """Run EDCT on one sample. See the module docstring for the request flow."""
-    record = {"sample": sample}
+    record: _Stages = {}
 
-    def finish(status: str, reason: str | None = None, **extra: object) -> SampleRecord:
-        return SampleRecord(**record, **extra, status=status, reason=reason)  # type: ignore[arg-type]
+    def finish(
+        status: SampleStatus,
+        reason: str | None = None,
+        steps: tuple[ChainStep, ...] = (),
+        scores: SampleScores | None = None,
+    ) -> SampleRecord:
+        return SampleRecord(sample=sample, **record, status=status, reason=reason, steps=steps, scores=scores)
 
     # Stage 1: baseline answer and explanation, one conversation.
     baseline = yield from _ask_exchange(sample, sample.image, "baseline")
     if isinstance(baseline, Failure):
-        return finish("error", f"target failed at baseline: {baseline.describe()}")
+        return finish("error", BASELINE_FAILED + baseline.describe())
     record["baseline"] = baseline
 
     # Stage 2: concept extraction.
-    (reply,) = yield (
-        _llm(
-            "extractor",
-            "extract_concepts",
-            "concepts",
-            cfg.max_new_tokens,
-            question=sample.question,
-            answer=baseline.answer,
-            explanation=baseline.explanation,
-            k=cfg.k,
-        ),
-    )
+    (reply,) = yield (concepts_request(cfg, sample.question, baseline),)
     text = _raw(reply)
     if isinstance(text, Failure):
         record["concepts"] = ConceptsRecord(error=text.describe(), unscored="transport")
@@ -365,11 +479,19 @@ def sample_protocol(sample: SampleInput, cfg: ProtocolConfig) -> Protocol:
         )
         return finish("unscored", f"concept extraction unparseable: {parsed_concepts.reason}")
     concepts = tuple(parsed_concepts.value)
+    found = evidence.check_concepts(
+        concepts, question=sample.question, answer=baseline.answer, explanation=baseline.explanation
+    )
+    if found is not None:  # read, but not what the explanation cites
+        record["concepts"] = ConceptsRecord(
+            raw=text, finish_reason=_finish(reply), error=found.reason, unscored=found.kind
+        )
+        return finish("unscored", f"concept extraction not evidence ({found.kind}): {found.reason}")
     record["concepts"] = ConceptsRecord(raw=text, finish_reason=_finish(reply), concepts=concepts)
 
     # Stage 3: the whole chain of edit instructions in one call.
     (reply,) = yield (
-        _llm(
+        llm_request(
             "extractor",
             "edit_instructions",
             "instructions",
@@ -391,6 +513,14 @@ def sample_protocol(sample: SampleInput, cfg: ProtocolConfig) -> Protocol:
             raw=text, finish_reason=_finish(reply), error=parsed_instr.reason, unscored=parsed_instr.kind
         )
         return finish("unscored", f"edit instructions unparseable: {parsed_instr.reason}")
+    found = evidence.check_instructions(
+        [(ins.change, concept) for ins, concept in zip(parsed_instr.value, concepts, strict=False)]
+    )
+    if found is not None:  # a change that only names its concept edits nothing
+        record["instructions"] = InstructionsRecord(
+            raw=text, finish_reason=_finish(reply), error=found.reason, unscored=found.kind
+        )
+        return finish("unscored", f"edit instructions not evidence ({found.kind}): {found.reason}")
     chain = tuple(
         ins if ins.concept else ins.model_copy(update={"concept": concept})
         for ins, concept in zip(parsed_instr.value, concepts, strict=False)
@@ -413,7 +543,7 @@ def sample_protocol(sample: SampleInput, cfg: ProtocolConfig) -> Protocol:
             wants_parse = edit_target is None and cfg.llm_edit_parser
             if wants_parse:
                 batch.append(
-                    _llm(
+                    llm_request(
                         "edit_parser",
                         "edit_parse",
                         f"step{j}.edit_parse",
@@ -431,7 +561,7 @@ def sample_protocol(sample: SampleInput, cfg: ProtocolConfig) -> Protocol:
             reply = replies[0]
             if isinstance(reply, Failure) or not isinstance(reply, EditedImage):
                 why = reply.describe() if isinstance(reply, Failure) else "editor returned no image"
-                attempts.append(EditAttempt(attempt=attempt, seed=seed, failure=f"edit failed: {why}"))
+                attempts.append(EditAttempt(attempt=attempt, seed=seed, failure=EDIT_FAILED + why))
                 continue
             edited = reply.image
             (check,) = yield (
@@ -445,7 +575,7 @@ def sample_protocol(sample: SampleInput, cfg: ProtocolConfig) -> Protocol:
                         seed=seed,
                         image=edited,
                         resized_from=reply.resized_from,
-                        failure=f"verification failed: {why}",
+                        failure=VERIFY_FAILED + why,
                     )
                 )
                 continue
@@ -462,21 +592,22 @@ def sample_protocol(sample: SampleInput, cfg: ProtocolConfig) -> Protocol:
             if check.passed:
                 break
         verified = bool(attempts) and attempts[-1].passed
+        image = attempts[-1].image if verified else None
         step = step.model_copy(
             update={
                 "edit_target": edit_target,
                 "attempts": tuple(attempts),
                 "verified": verified,
-                "image": attempts[-1].image if verified else None,
+                "image": image,
             }
         )
-        if not verified:
+        if image is None:  # not verified (a verified attempt always has its image)
             failure_reason = (
                 f"edit {j} failed verification after {len(attempts)} attempt(s): {attempts[-1].failure}"
             )
             steps.append(step)
             break
-        current = attempts[-1].image  # type: ignore[assignment]
+        current = image
 
         requery = yield from _ask_exchange(sample, current, f"step{j}")
         if isinstance(requery, Failure):
@@ -484,7 +615,7 @@ def sample_protocol(sample: SampleInput, cfg: ProtocolConfig) -> Protocol:
             continue
         step = step.model_copy(update={"requery": requery})
         steps.append(step)
-        pending = _judge_requests(cfg, sample, baseline, chain[:j], requery)
+        pending = judge_requests(cfg, sample, baseline, chain[:j], requery)
 
     if pending:
         replies = yield pending
@@ -495,14 +626,5 @@ def sample_protocol(sample: SampleInput, cfg: ProtocolConfig) -> Protocol:
     scored_steps = [s for s in steps if s.verified]
     scores = score_sample(scored_steps)
     if scores.ccs_binary is None and scores.ccs_graded is None:
-        why = "; ".join(
-            s.requery_error or (s.binary.error if s.binary else None) or "not judged" for s in scored_steps
-        )
-        return finish("unscored", f"no step could be judged: {why}", steps=tuple(steps), scores=scores)
+        return finish("unscored", _unjudged(scored_steps), steps=tuple(steps), scores=scores)
     return finish("scored", failure_reason, steps=tuple(steps), scores=scores)
-
-
-judge_requests = _judge_requests
-"""The judge requests of one step (public for the leaderboard's re-judging)."""
-with_judgements = _with_judgements
-"""A step with its judge replies parsed and combined (public for the leaderboard's re-derivation)."""

@@ -27,7 +27,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -51,7 +51,7 @@ class Waitable(Protocol[T]):
 class Runtime(Protocol):
     def now(self) -> float: ...
 
-    def start(self, pool: str, call: Callable[[], Any], done: Callable[[Outcome], None]) -> Future:
+    def start(self, pool: str, call: Callable[[], Any], done: Callable[[Outcome], None]) -> Future[None]:
         """Run ``call`` on ``pool`` (within its concurrency limit), then ``done(outcome)``; the
         returned future completes after ``done`` has run."""
         ...
@@ -190,7 +190,7 @@ class ThreadRuntime:
     """Real time and the dispatcher's thread pools (see the module docstring). ``close`` stops its
     timer thread and releases its hold on ``SingleThreadedBlas``."""
 
-    def __init__(self, pools: Callable[[str], Any]) -> None:
+    def __init__(self, pools: Callable[[str], ThreadPoolExecutor]) -> None:
         self._pools = pools
         self._timers = TimerThread()
         self._closed = False
@@ -199,7 +199,7 @@ class ThreadRuntime:
     def now(self) -> float:
         return time.monotonic()
 
-    def start(self, pool: str, call: Callable[[], Any], done: Callable[[Outcome], None]) -> Future:
+    def start(self, pool: str, call: Callable[[], Any], done: Callable[[Outcome], None]) -> Future[None]:
         def job() -> None:
             outcome: Outcome
             try:
@@ -226,7 +226,7 @@ class ThreadRuntime:
             SingleThreadedBlas.release()
 
 
-class _ThreadQueue(queue.Queue):
+class _ThreadQueue(queue.Queue[Any]):
     def poll(self) -> Any:
         try:
             return self.get_nowait()
@@ -257,7 +257,7 @@ class VirtualRuntime:
         self.busy: dict[str, float] = {name: 0.0 for name in pool_sizes}
         self.cpu_busy = 0.0
         self._running: dict[str, int] = {name: 0 for name in pool_sizes}
-        self._waiting: dict[str, deque[tuple[Callable[[], Any], Callable[[Outcome], None], Future]]] = {
+        self._waiting: dict[str, deque[tuple[Callable[[], Any], Callable[[Outcome], None], Future[None]]]] = {
             name: deque() for name in pool_sizes
         }
         self._events: list[tuple[float, int, Callable[[], None]]] = []
@@ -298,8 +298,8 @@ class VirtualRuntime:
         return True
 
     # -- pools --------------------------------------------------------------------------------
-    def start(self, pool: str, call: Callable[[], Any], done: Callable[[Outcome], None]) -> Future:
-        future: Future = Future()
+    def start(self, pool: str, call: Callable[[], Any], done: Callable[[Outcome], None]) -> Future[None]:
+        future: Future[None] = Future()
         self._waiting[pool].append((call, done, future))
         self._fill(pool)
         return future
@@ -354,7 +354,12 @@ class VirtualRuntime:
         then()
 
     def _finish(
-        self, pool: str, done: Callable[[Outcome], None], outcome: Outcome, future: Future, started: float
+        self,
+        pool: str,
+        done: Callable[[Outcome], None],
+        outcome: Outcome,
+        future: Future[None],
+        started: float,
     ) -> None:
         self._running[pool] -= 1
         seconds = self.clock - started

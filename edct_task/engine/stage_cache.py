@@ -569,7 +569,7 @@ class ImageStore:
         self._write(content)
         ref = content.ref
         out = Image.frombytes("RGB", content.size, content.pixels)
-        out.info = dict(content.text)
+        out.info = {k: v for k, v in content.text.items()}  # PIL's info: dict[str | tuple[int, int], Any]
         _remember_ref(out, ref)
         return ref, out
 
@@ -640,12 +640,12 @@ class ImageStore:
         try:
             with Image.open(p) as f:
                 f.load()
-                meta = {
+                meta: dict[str | tuple[int, int], Any] = {
                     k: str(v)
                     for k, v in f.info.items()
                     if isinstance(k, str) and k.startswith(IMAGE_META_PREFIX) and isinstance(v, str)
                 }
-                out = f.convert("RGB")
+                out: Image.Image = f.convert("RGB")
         except FileNotFoundError:
             self._intact.discard(ref)
             raise KeyError(f"no image with ref {ref!r} in {self.images_dir}") from None

@@ -13,12 +13,13 @@ Where the numbers come from, first match wins (``latency_models``): ``--latency 
 command line; a finished run (``from_run``: per-call statistics in its ``results.json``
 ``calls`` block — means, or the distribution when the folder holds the run's call log
 (``call_log: RUN/calls.jsonl``) — and its verification pass rate and failure counts); the ``latency_s`` option
-of a calibration backend in the config; else ``DEFAULTS`` by backend, which are assumptions
-stated in the README (a remote VLM a few seconds, a reasoning judge ~10 s, an image editor
-~20 s). For the target a run records seconds per conversation, not per batch (batch sizes are
-not logged), so a per-batch ``latency_s`` in the config is preferred to it. A run's per-call
-seconds already include the adapters' retries on the wire (a call is timed from the driver), so
-no retry rate is added to them unless ``--retry-rate`` asks for it.
+of a calibration backend in the config; else the backend's own ``latency`` (its
+``BackendRecord``), assumptions stated in the README (a remote VLM a few seconds, a reasoning
+judge ~10 s, an image editor ~20 s). For the target a run records seconds per conversation,
+not per batch (batch sizes are not logged), so a per-batch ``latency_s`` in the config is
+preferred to it. A run's per-call seconds already include the adapters' retries on the wire (a
+call is timed from the driver), so no retry rate is added to them unless ``--retry-rate`` asks
+for it.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from edct_task.core.errors import ConfigError
+from edct_task.roles import record_of
+from verification.backends import BackendRecord
 
 ROLES = ("target", "extractor", "judge", "edit_parser", "editor", "detector")
 STAGE_ROLE = {
@@ -68,8 +71,8 @@ class CallTime:
     failure_rate: float = 0.0
     observed: tuple[float, ...] = ()
     serial: bool = False
-    """One in-process model behind a lock (a diffusers editor, a local detector): one call at a
-    time, whatever the pool's concurrency."""
+    """One in-process model behind a lock (a diffusers editor, a local detector; the record's
+    ``serial``): one call at a time, whatever the pool's concurrency."""
     source: str = "default"
 
     def draw(self, rng: random.Random, items: int = 1) -> tuple[float, float]:
@@ -92,40 +95,20 @@ class CallTime:
         return rng.lognormvariate(math.log(self.seconds) - s2 / 2, math.sqrt(s2))
 
 
-DEFAULTS: dict[str, dict[str, CallTime]] = {
-    # role -> backend -> model; "*" when the backend is not listed
-    "target": {
-        "calibration-reference": CallTime(0.0, cpu=0.005, source="default (in-process, 5 ms CPU)"),
-        "openai-chat": CallTime(3.0, sd=1.0, source="default (remote VLM, 3 s per request)"),
-        "*": CallTime(0.5, per_item=0.05, source="default (local VLM, 0.5 s + 0.05 s per conversation)"),
-    },
-    "text": {
-        "calibration-rules": CallTime(0.0, source="default (in-process, microseconds)"),
-        "*": CallTime(10.0, sd=4.0, source="default (reasoning LLM, 10 s per call)"),
-    },
-    "editor": {
-        "calibration-editor": CallTime(0.0, cpu=0.007, source="default (in-process renderer, 7 ms CPU)"),
-        "diffusers": CallTime(40.0, sd=5.0, source="default (local diffusion editor, 40 s per edit)"),
-        "*": CallTime(20.0, sd=6.0, source="default (hosted image editor, 20 s per edit)"),
-    },
-    "detector": {
-        "calibration-oracle": CallTime(0.0, cpu=0.038, source="default (verification, 38 ms CPU)"),
-        "*": CallTime(2.0, sd=0.5, source="default (detector + segmenter, 2 s per edit)"),
-    },
-}
-
-
-SERIAL_BACKENDS = {"editor": {"diffusers"}, "detector": {"owlv2", "grounding-dino"}}
-"""In-process models that serve one call at a time (their adapters hold a lock)."""
-
-
 def _kind(role: str) -> str:
     return "text" if role in ("extractor", "judge", "edit_parser") else role
 
 
-def _default(role: str, backend: str) -> CallTime:
-    table = DEFAULTS[_kind(role)]
-    return table.get(backend, table["*"])
+def _default(role: str, backend: str) -> tuple[CallTime, BackendRecord]:
+    """The backend's own assumption (``BackendRecord.latency``), and its record."""
+    record = record_of(_kind(role), backend)
+    if record is None:
+        raise ConfigError(f"roles.{role}: unknown backend {backend!r}; `edct backends` lists them")
+    t = record.latency
+    return (
+        CallTime(t.seconds, sd=t.sd, per_item=t.per_item, cpu=t.cpu, source=f"default ({t.note})"),
+        record,
+    )
 
 
 @dataclass(frozen=True)
@@ -283,7 +266,7 @@ def latency_models(
     for role, (backend, options) in roles.items():
         if role not in ROLES:
             continue
-        model = _default(role, backend)
+        model, record = _default(role, backend)
         configured = options.get("latency_s")
         measured = _measured(role, run)
         if role == "target" and configured is not None and measured is not None and run is not None:
@@ -302,9 +285,10 @@ def latency_models(
             model = replace(model, seconds=float(configured), sd=0.0, source="config latency_s")
         if latency and role in latency:
             model = CallTime(latency[role], source="--latency")
-        if role == "target" and model.parallel is None and backend == "openai-chat":
-            model = replace(model, parallel=int(options.get("concurrency", 16)))
-        if backend in SERIAL_BACKENDS.get(role, ()):
+        concurrency = record.options_model().model_fields.get("concurrency")
+        if role == "target" and model.parallel is None and concurrency is not None:  # a served target
+            model = replace(model, parallel=int(options.get("concurrency", concurrency.default)))
+        if record.serial:
             model = replace(model, serial=True)
         if failure and role in failure:
             model = replace(model, failure_rate=failure[role])

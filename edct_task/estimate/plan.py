@@ -9,6 +9,13 @@ stage, or a finished run's mean per request (``--latencies-from``); cost uses ea
 ``prices:`` option (USD per million tokens, the option ``openai-chat`` already takes), and is
 unknown for a role without prices. The upper bound at ``max_new_tokens`` is printed beside it.
 
+Known-answer controls (``protocol.controls`` per kind, ``edct_task.controls``) cost calls too:
+``control_calls`` draws the run's controls as ``edct run`` does and renders their requests, so
+each text role's row counts them (``controls``: per judge, controls × judges × samples × 2 when
+graded else 1; the extractor, one per concepts control; the edit parser, one per edit-parse control
+when it is an LLM) in its calls and prompt tokens. A dataset run draws from every EDCT-Bench domain
+(the samples' domains are not read here), so its count is an upper bound.
+
 What-if rows rerun the simulation with one limit changed (editor concurrency 4/8/16, twice the
 text or target concurrency), so the table shows what a setting would buy.
 """
@@ -47,6 +54,8 @@ class RoleEstimate:
     max_cost_usd: float | None
     latency: str
     """How this role's latency was modelled, and from where."""
+    controls: int = 0
+    """Of ``calls``: the known-answer controls' (``control_calls``)."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +128,27 @@ def what_if_limits(limits: Limits) -> list[tuple[str, Limits]]:
     return rows
 
 
+def control_calls(config: RunConfig) -> dict[str, tuple[int, int, int]]:
+    """Role → (calls, prompt characters, completion-token limit) of the run's known-answer
+    controls, drawn and rendered as ``edct run`` draws and sends them."""
+    from edct_task.bench_data import domains as bench_domains
+    from edct_task.controls import control_domains, draw
+    from edct_task.engine.controls import control_requests
+
+    protocol = config.protocol
+    if not protocol.controls:
+        return {}
+    calibration = config.data.source == "calibration"
+    dataset = config.data.domains or list(bench_domains.names())  # which the data holds is not read
+    domains = control_domains([] if calibration else dataset, calibration)
+    out: dict[str, tuple[int, int, int]] = {}
+    for item in draw(domains, protocol.controls, seed=protocol.seed, k=protocol.k):
+        for request in control_requests(item, protocol):
+            calls, chars, most = out.get(request.role, (0, 0, 0))
+            out[request.role] = (calls + 1, chars + len(request.prompt), most + request.max_new_tokens)
+    return out
+
+
 def estimate(
     config: RunConfig,
     n: int,
@@ -167,6 +197,7 @@ def estimate(
         )
 
     main = sim(config.limits)
+    controls = control_calls(config)
     roles = []
     for role in ("target", "extractor", "edit_parser", "judge", "editor", "detector"):
         count = main.roles.get(role)
@@ -174,9 +205,15 @@ def estimate(
             continue
         backend, options, members = backends[role]
         image_in = image_tokens if role in ("target", "editor") else 0
-        prompt = int(count.prompt_chars / CHARS_PER_TOKEN + count.images * image_in)
-        completion = int(count.completion_tokens + (count.items * image_tokens if role == "editor" else 0))
-        most = count.max_completion_tokens or completion
+        c_calls, c_chars, c_most = controls.get(role, (0, 0, 0))
+        prompt = int((count.prompt_chars + c_chars) / CHARS_PER_TOKEN + count.images * image_in)
+        per_call = count.completion_tokens / count.calls if count.calls else 0.0
+        completion = int(
+            count.completion_tokens
+            + c_calls * per_call
+            + (count.items * image_tokens if role == "editor" else 0)
+        )
+        most = (count.max_completion_tokens or completion) + c_most
         prices = _prices(options)
         cost = max_cost = None
         if prices is not None:
@@ -189,8 +226,8 @@ def estimate(
                 role=role,
                 backend=backend,
                 members=members,
-                calls=count.calls,
-                conversations=count.items,
+                calls=count.calls + c_calls,
+                conversations=count.items + c_calls,
                 images=count.images,
                 prompt_tokens=prompt,
                 completion_tokens=completion,
@@ -198,6 +235,7 @@ def estimate(
                 cost_usd=cost,
                 max_cost_usd=max_cost,
                 latency=how,
+                controls=c_calls,
             )
         )
     rows = []

@@ -30,6 +30,9 @@ def render(e: Estimate, name: str) -> str:
             f"{r.completion_tokens:>11,} {cost:>10}  {r.latency}"
         )
     lines.append("  (target calls: batches/conversations; tokens: characters ÷ 4 plus the image tokens)")
+    checked = [f"{r.role} {r.controls}" for r in e.roles if r.controls]
+    if checked:
+        lines.append(f"  (of these, known-answer controls: {', '.join(checked)} calls; protocol.controls)")
     most = [r.max_cost_usd for r in e.roles if r.max_cost_usd is not None]
     lines += [
         "",

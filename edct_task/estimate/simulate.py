@@ -67,7 +67,8 @@ def _number(prompt: str, pattern: str) -> int:
 
 
 def _concepts(k: int, sample: int) -> str:
-    return json.dumps([f"the object number {i} in picture {sample}" for i in range(1, k + 1)])
+    """Distinct per sample, and cited by the explanation (``_WHY``), as a real extractor's are."""
+    return json.dumps([f"the traffic light number {i} in picture {sample}" for i in range(1, k + 1)])
 
 
 def _instructions(n: int, sample: int) -> str:
@@ -75,9 +76,9 @@ def _instructions(n: int, sample: int) -> str:
     return json.dumps(
         [
             {
-                "concept": f"the object number {i} in picture {sample}",
-                "keep": "everything but the object: background, other objects, framing and lighting",
-                "change": f"make object number {i} of picture {sample} clearly blue instead of red",
+                "concept": f"the traffic light number {i} in picture {sample}",
+                "keep": "everything but the traffic light: background, other objects, framing and lighting",
+                "change": f"make traffic light number {i} of picture {sample} clearly blue instead of red",
                 "how": "match the style and lighting of the picture",
                 "constraints": "no other changes",
             }
@@ -231,7 +232,7 @@ class SimHandler:
             sample = _number(request.prompt, r"Question (\d+):")
             return Completion(_instructions(_number(request.prompt, r"Write exactly (\d+) edit"), sample))
         if template == "edit_parse":
-            return Completion('{"type": "MODIFY", "target": "object"}')
+            return Completion('{"type": "MODIFY", "target": "traffic light"}')
         if template == "judge_binary":
             return Completion(_JUDGE_BINARY)
         return Completion(_JUDGE_GRADED)

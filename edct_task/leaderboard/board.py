@@ -12,10 +12,20 @@ a sign-flip p-value, Holm-corrected over the track's pairs. (Overlap of two unpa
 test; the board does not use it.)
 
 Entries are named by their verified target (model id, ``@revision`` when pinned, backend); the
-submitter's free-text name is shown only as a sanitised label. The same bundle (same digest) given
-more than once is listed once (the others under ``duplicates``). Each track's header names every
-setup field that differs between tracks, the dataset and its size included. All intervals use the
+submitter's free-text name is shown only as a sanitised label. The same evidence given more than
+once is listed once, the others under ``duplicates`` (``drop_duplicates``): the same bundle, the
+same records resealed under another name, or records copied with a few texts touched; of two
+duplicates the one made first (``bundle.json`` ``created``, then the file's arrival) keeps the entry. Each
+track's header names every setup field that differs between tracks, the dataset and its size
+included. All intervals use the
 board's scoring parameters (``scoring``), never a bundle's.
+
+Known-answer controls: a verified entry whose controls put a text role below the bar
+(``Verified.unreliable``, re-derived from the bundle's ``controls.jsonl``) is **unreliable**: it is
+listed apart under "Unreliable runs (not ranked)" with its reasons, in no track's ranking, rank
+interval, tied group or pairwise table, and is not re-judged. Every ranked entry says what its
+controls were (``controls``: ``passed``, ``off``, or ``not run`` for a run made before controls,
+which is not the same as unreliable and is ranked).
 
 Writes ``leaderboard.md``, ``.csv``, ``.json``::
 
@@ -26,6 +36,7 @@ Writes ``leaderboard.md``, ``.csv``, ``.json``::
                  "common_items", "tied_groups": [[model, …], …],
                  "pairwise": [{"a", "b", "difference", "low", "high", "p", "p_holm", "test",
                                "n_paired"}]}],
+     "unreliable": [{entry fields, "track", "rank": null, "controls": "below the bar", "reasons"}],
      "rejected": [{"bundle", "reason", "code"}], "duplicates": [{"bundle", "same_as"}],
      "unverified": [{Hub eval-results entries}], "scoring": {seed, n_resamples, method}}
 
@@ -47,7 +58,13 @@ from numpy.typing import NDArray
 from edct_task.engine.files import atomic_write, json_text
 from edct_task.leaderboard.archive import DEFAULT_LIMITS, Limits
 from edct_task.leaderboard.html import flag_text, render_html
-from edct_task.leaderboard.identity import differing_fields, field_value, sanitise
+from edct_task.leaderboard.identity import (
+    NEAR_DUPLICATE_TEXT_SHARE,
+    copied_share,
+    differing_fields,
+    field_value,
+    sanitise,
+)
 from edct_task.leaderboard.verify import DEFAULT_SCORING, BoardScoring, Rejected, Verified, verify_bundle
 from edct_task.reporting.setup import setup_label
 from edct_task.reporting.tables import interval_cell
@@ -59,19 +76,35 @@ from edct_task.scoring.compare import (
     rank_intervals,
     tied_groups,
 )
-from edct_task.scoring.metrics import CCS_BINARY, METRIC_NAMES
+from edct_task.scoring.metrics import PRIMARY, metric_names, metrics, sample_value
 from edct_task.text_safety import csv_number, csv_text, reveal_line
 
-RANK_METRIC = CCS_BINARY
+RANK_METRIC = PRIMARY.name
 RANK_INTERVAL_TEXT = (
-    "95% bootstrap rank interval of CCS_binary over the items every entry of the track scored "
+    f"95% bootstrap rank interval of {PRIMARY.label} over the items every entry of the track scored "
     "(items resampled; ties share the better rank); tied group: entries whose rank intervals overlap, "
     "transitively"
 )
 PAIRWISE_TEXT = (
-    "paired difference A − B of CCS_binary over the items both scored: 95% percentile-bootstrap CI "
+    f"paired difference A − B of {PRIMARY.label} over the items both scored: 95% percentile-bootstrap CI "
     "(items resampled), two-sided sign-flip permutation p, Holm-corrected over the track's pairs"
 )
+
+
+UNRELIABLE_TITLE = "Unreliable runs (not ranked)"
+UNRELIABLE_TEXT = (
+    "a text role (judge, extractor or edit parser) answered its known-answer controls below the bar "
+    "(the 95% interval of its accuracy lies wholly below protocol.control_bar): the scores cannot be "
+    "trusted, so these entries are verified but never ranked"
+)
+
+
+def controls_status(v: Verified) -> str:
+    """``passed``, ``off`` (``protocol.controls: 0``), ``not run`` (a run made before controls, or
+    an lmms-eval bundle) or ``below the bar``."""
+    from edct_task.scoring.controls import controls_status as status
+
+    return status(v.controls)
 
 
 def rank_entries(
@@ -89,7 +122,7 @@ def rank_entries(
     or, where it re-judged the entry (``board_numbers``, digest → numbers), its own judge's."""
     rows = []
     for e in entries:
-        m = e.summary["overall"]["metrics"]
+        m = {name: v.model_dump() for name, v in e.summary.overall.metrics.items()}
         own = (board_numbers or {}).get(e.digest)
         rows.append(
             {
@@ -98,9 +131,10 @@ def rank_entries(
                 "backend": e.identity.get("backend"),
                 "revision": e.identity.get("revision"),
                 "label": e.label,
-                **{name: m[name] for name in METRIC_NAMES},
-                "counts": e.summary["overall"]["counts"],
+                **{name: m[name] for name in metric_names()},
+                "counts": e.summary.overall.counts.model_dump(),
                 "digest": e.digest,
+                "controls": controls_status(e),
                 "_rank_by": own[RANK_METRIC] if own and RANK_METRIC in own else m[RANK_METRIC],
             }
         )
@@ -131,11 +165,7 @@ def rank_entries(
 def common_scores(entries: Sequence[Verified]) -> NDArray[np.float64]:
     """Per-item CCS_binary of every entry over the items all of them scored: (items × entries)."""
     per_entry = [
-        {
-            r.sample.id: float(r.scores.ccs_binary)
-            for r in e.records
-            if r.status == "scored" and r.scores is not None and r.scores.ccs_binary is not None
-        }
+        {r.sample.id: float(v) for r in e.records if (v := sample_value(PRIMARY, r)) is not None}
         for e in entries
     ]
     common = sorted(set.intersection(*(set(p) for p in per_entry))) if per_entry else []
@@ -167,6 +197,48 @@ def pairwise(entries: Sequence[Verified], scoring: BoardScoring = DEFAULT_SCORIN
     return out
 
 
+def drop_duplicates(verified: Sequence[Verified]) -> tuple[list[Verified], list[dict[str, str]]]:
+    """The distinct entries and the duplicates, each naming the entry it copies.
+
+    Entries are taken in the order they were made (``Verified.created``; on a tie, as a copy
+    keeping the original's time has, the order the board received their files, then their digest:
+    never the file names), and an entry is a duplicate of an earlier one when it is the
+    same bundle (digest), holds the same records under another name (``evidence``), or copies its
+    evidence (``identity.copied_share``: every verdict and image the same, at least
+    ``NEAR_DUPLICATE_TEXT_SHARE`` of the texts up to spacing, case and zero-width characters; a
+    space added to an explanation, samples dropped)."""
+    kept: list[Verified] = []
+    duplicates: list[dict[str, str]] = []
+    owner: dict[tuple[str, str], int] = {}  # (sample id, skeleton fingerprint) → index in kept
+    for v in sorted(verified, key=lambda v: (v.created, v.received, v.digest)):
+        same = next((k for k in kept if k.digest == v.digest), None)
+        reason = "the same bundle"
+        if same is None:
+            same = next((k for k in kept if k.evidence == v.evidence), None)
+            reason = f"the same sample records, resealed as {v.model}"
+        if same is None:
+            hits: dict[int, int] = {}
+            for sample, (skeleton, _) in v.fingerprints.items():
+                if (at := owner.get((sample, skeleton))) is not None:
+                    hits[at] = hits.get(at, 0) + 1
+            for at, _ in sorted(hits.items(), key=lambda h: -h[1]):
+                share = copied_share(v.fingerprints, kept[at].fingerprints)
+                if share is not None and share >= NEAR_DUPLICATE_TEXT_SHARE:
+                    same = kept[at]
+                    reason = (
+                        f"the same evidence (every verdict and image, {share:.0%} of the texts up to "
+                        f"spacing and case), as {v.model}"
+                    )
+                    break
+        if same is not None:
+            duplicates.append({"bundle": str(v.bundle), "same_as": str(same.bundle), "reason": reason})
+            continue
+        for sample, (skeleton, _) in v.fingerprints.items():
+            owner.setdefault((sample, skeleton), len(kept))
+        kept.append(v)
+    return kept, duplicates
+
+
 def _track_view(v: Verified) -> dict[str, Any]:
     """What a reader compares between tracks: the setup and the dataset (digest and size)."""
     setup = {k: val for k, val in v.setup.items() if k != "dataset_digest"}  # shown as dataset.digest
@@ -186,29 +258,20 @@ def build_board(
     ``rejudge.BoardJudge``) re-judges every entry; ``unverified`` are Hub eval-results entries."""
     verified: list[Verified] = []
     rejected: list[dict[str, str]] = []
-    duplicates: list[dict[str, str]] = []
-    seen: dict[str, Path] = {}
-    seen_evidence: dict[str, Path] = {}
     for path in bundles:
         result = verify_bundle(path, reference_manifest=reference_manifest, scoring=scoring, limits=limits)
         if isinstance(result, Rejected):
             rejected.append({"bundle": str(path), "reason": result.reason, "code": result.code})
-        elif result.digest in seen:
-            duplicates.append(
-                {"bundle": str(path), "same_as": str(seen[result.digest]), "reason": "the same bundle"}
-            )
-        elif result.evidence in seen_evidence:
-            duplicates.append(
-                {
-                    "bundle": str(path),
-                    "same_as": str(seen_evidence[result.evidence]),
-                    "reason": f"the same sample records, resealed as {result.model}",
-                }
-            )
         else:
-            seen[result.digest] = path
-            seen_evidence[result.evidence] = path
             verified.append(result)
+    verified, duplicates = drop_duplicates(verified)
+    apart_unreliable = [v for v in verified if v.unreliable]
+    verified = [v for v in verified if not v.unreliable]
+    unreliable = []
+    for v in apart_unreliable:
+        (row,) = rank_entries([v], intervals=False)
+        row.update(track=v.track, rank=None, rank_interval=None, group=None, reasons=v.unreliable)
+        unreliable.append(row)
     board_numbers: dict[str, dict[str, Any]] = {}
     if judge is not None and verified:
         from edct_task.leaderboard.rejudge import rejudge_board
@@ -252,6 +315,8 @@ def build_board(
         )
     return {
         "tracks": out_tracks,
+        "unreliable": unreliable,
+        "unreliable_text": UNRELIABLE_TEXT,
         "rejected": rejected,
         "duplicates": duplicates,
         "unverified": list(unverified),
@@ -326,10 +391,11 @@ def to_markdown(board: dict[str, Any]) -> str:
             + f"` · dataset {t['dataset']['digest'][:12]} ({t['dataset']['n']} samples)",
             "",
             *([f"Differs from the other tracks in: {differs}", ""] if differs else []),
-            "| Rank | Rank interval | Tied group | Model | Backend | Label | CCS_binary | CCS_graded | "
-            "AC k=1 | EF k=1 | AC k=2 | EF k=2 | scored | excluded | unscored | error | bundle |"
-            + (" board CCS_binary | agreement | κ | flag |" if rejudged else ""),
-            "| --- " * (17 + (4 if rejudged else 0)) + "|",
+            "| Rank | Rank interval | Tied group | Model | Backend | Label | "
+            + "".join(f"{m.label} | " for m in metrics())
+            + "scored | excluded | unscored | error | bundle | controls |"
+            + (f" board {PRIMARY.label} | agreement | κ | flag |" if rejudged else ""),
+            "| --- " * (12 + len(metrics()) + (4 if rejudged else 0)) + "|",
         ]
         for r in t["entries"]:
             cells = [
@@ -339,12 +405,10 @@ def to_markdown(board: dict[str, Any]) -> str:
                 r["model"],
                 r.get("backend") or "",
                 r.get("label") or "",
-                *(
-                    interval_cell(r[m])
-                    for m in ("ccs_binary", "ccs_graded", "ac_k1", "ef_k1", "ac_k2", "ef_k2")
-                ),
+                *(interval_cell(r[m]) for m in metric_names()),
                 *(str(r["counts"][c]) for c in ("scored", "excluded", "unscored", "error")),
                 Path(r["bundle"]).name,
+                r.get("controls") or "",
             ]
             if rejudged:
                 b = r.get("board")
@@ -353,7 +417,7 @@ def to_markdown(board: dict[str, Any]) -> str:
                 else:
                     rate, kappa = _agreement(b)
                     flag = flag_text(b)
-                    cells += [interval_cell(b["ccs_binary"]), rate, kappa, flag]
+                    cells += [interval_cell(b[RANK_METRIC]), rate, kappa, flag]
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
         lines.append("")
         lines += [
@@ -374,19 +438,40 @@ def to_markdown(board: dict[str, Any]) -> str:
             lines += [
                 "Shown apart, not ranked (the board could not confirm them with its own judge or gate):",
                 "",
-                "| Model | Label | CCS_binary (submitted) | why | bundle |",
+                f"| Model | Label | {PRIMARY.label} (submitted) | why | bundle |",
                 "| --- | --- | --- | --- | --- |",
             ]
             for r in t["unranked"]:
                 cells = [
                     r["model"],
                     r.get("label") or "",
-                    interval_cell(r["ccs_binary"]),
+                    interval_cell(r[RANK_METRIC]),
                     "; ".join(r["unranked"]),
                     Path(r["bundle"]).name,
                 ]
                 lines.append("| " + " | ".join(_cell(c, 300) for c in cells) + " |")
             lines.append("")
+    if board.get("unreliable"):
+        lines += [
+            f"## {UNRELIABLE_TITLE}",
+            "",
+            f"Verified, but {board.get('unreliable_text', UNRELIABLE_TEXT)}.",
+            "",
+            f"| Model | Backend | Label | Track | {PRIMARY.label} (not ranked) | why unreliable | bundle |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for r in board["unreliable"]:
+            cells = [
+                r["model"],
+                r.get("backend") or "",
+                r.get("label") or "",
+                r["track"],
+                interval_cell(r[RANK_METRIC]),
+                "; ".join(r["reasons"]),
+                Path(r["bundle"]).name,
+            ]
+            lines.append("| " + " | ".join(_cell(c, 600) for c in cells) + " |")
+        lines.append("")
     if board.get("unverified"):
         lines += [
             "## Unverified entries (Hub eval-results files, not re-derived; never ranked)",
@@ -447,34 +532,37 @@ def to_csv(board: dict[str, Any]) -> str:
             "revision",
             "label",
             "bundle",
-            *(f"{m}_{p}" for m in METRIC_NAMES for p in ("estimate", "low", "high", "n")),
+            *(f"{m}_{p}" for m in metric_names() for p in ("estimate", "low", "high", "n")),
             "scored",
             "excluded",
             "unscored",
             "error",
             "digest",
             "unranked",
+            "controls",
         ]
     )
-    for t in board["tracks"]:
-        for r in (*t["entries"], *t.get("unranked", ())):
-            w.writerow(
-                [
-                    t["id"],
-                    "" if r["rank"] is None else r["rank"],
-                    *(r["rank_interval"] or ("", "")),
-                    "" if r["group"] is None else r["group"],
-                    csv_text(r["model"]),
-                    csv_text(r.get("backend") or ""),
-                    csv_text(r.get("revision") or ""),
-                    csv_text(r.get("label") or ""),
-                    csv_text(r["bundle"]),
-                    *(csv_number(r[m][p]) for m in METRIC_NAMES for p in ("estimate", "low", "high", "n")),
-                    *(r["counts"][c] for c in ("scored", "excluded", "unscored", "error")),
-                    r["digest"],
-                    csv_text("; ".join(r.get("unranked") or ())),
-                ]
-            )
+    rows = [(t["id"], r) for t in board["tracks"] for r in (*t["entries"], *t.get("unranked", ()))]
+    rows += [(r["track"], {**r, "unranked": r["reasons"]}) for r in board.get("unreliable", ())]
+    for track, r in rows:
+        w.writerow(
+            [
+                track,
+                "" if r["rank"] is None else r["rank"],
+                *(r["rank_interval"] or ("", "")),
+                "" if r["group"] is None else r["group"],
+                csv_text(r["model"]),
+                csv_text(r.get("backend") or ""),
+                csv_text(r.get("revision") or ""),
+                csv_text(r.get("label") or ""),
+                csv_text(r["bundle"]),
+                *(csv_number(r[m][p]) for m in metric_names() for p in ("estimate", "low", "high", "n")),
+                *(r["counts"][c] for c in ("scored", "excluded", "unscored", "error")),
+                r["digest"],
+                csv_text("; ".join(r.get("unranked") or ())),
+                r.get("controls") or "",
+            ]
+        )
     return buf.getvalue()
 
 

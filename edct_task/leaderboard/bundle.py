@@ -9,6 +9,8 @@ Members::
     dataset_manifest.json  id, domain, image hash and question hash of every sample, and its digest
     images.json            image id of every image the records reference (original + attempts)
     setup_source.json      the setup as the run recorded it (lmms-eval runs: the logged ``edct.setup``)
+    controls.jsonl         the known-answer controls' records (``edct run`` folders that have them:
+                           the board re-derives the results' ``controls`` block and its verdict)
     images/<ref>.png       the images themselves (``--with-images`` only; ref = the image store's
                            ``image_id``: sha256 of the decoded pixels and ``edct_`` text)
 
@@ -52,12 +54,20 @@ from edct_task.reporting.sources import (
     read_edct_run,
 )
 from edct_task.run.log import installed_versions
-from edct_task.run.outputs import RESULTS_FILE, SAMPLES_FILE, image_files
+from edct_task.run.outputs import CONTROLS_FILE, RESULTS_FILE, SAMPLES_FILE, image_files
+from edct_task.scoring.results import as_json
 
 FORMAT = "edct-bundle"
 FORMAT_VERSION = 1
 BUNDLE_JSON = "bundle.json"
-JSON_MEMBERS = ("results.json", "samples.jsonl", "dataset_manifest.json", "images.json", "setup_source.json")
+JSON_MEMBERS = (
+    "results.json",
+    "samples.jsonl",
+    "dataset_manifest.json",
+    "images.json",
+    "setup_source.json",
+    "controls.jsonl",
+)
 KNOWN_MEMBERS = frozenset((BUNDLE_JSON, *JSON_MEMBERS))
 """Every member name a bundle may hold, besides ``images/<64 hex>.png``."""
 _ZIP_DATE = (2020, 1, 1, 0, 0, 0)
@@ -142,8 +152,9 @@ class Bundle:
         """The bundle as an EDCT result for ``edct report`` (its claimed numbers, its setup)."""
         from edct_task.run.checks import RunReadError, check_summary
 
+        where = f"{self.path}: {BUNDLE_JSON}"
         try:
-            check_summary(f"{self.path}: {BUNDLE_JSON}", self.meta.get("claimed"))
+            claimed = check_summary(where, self.meta.get("claimed"))
         except RunReadError as exc:
             raise BundleError(str(exc)) from None
         model = self.meta.get("model", {})
@@ -151,7 +162,7 @@ class Bundle:
             model_key=str(model.get("key", "unknown")),
             model_name=str(model.get("name", "unknown")),
             task=str(self.meta.get("task", "edct")),
-            summary=self.meta.get("claimed", {}),
+            summary=claimed,
             # the bundle's setup also names the target (for the board); a report's setup is the
             # setup without it, exactly as for the run folder the bundle was made from
             setup={k: v for k, v in (self.meta.get("setup") or {}).items() if k != "target"},
@@ -160,7 +171,15 @@ class Bundle:
             source=str(self.path),
             metric_source=f"{self.path}: bundle.json claimed (verify with `edct leaderboard`)",
             records=self.records(),
+            controls=self._controls_block(),
         )
+
+    def _controls_block(self) -> dict[str, Any] | None:
+        """The run's claimed controls block (results.json's ``controls``; None: not run)."""
+        if "results.json" not in self.members:
+            return None
+        block = self.json_object("results.json").get("controls")
+        return block if isinstance(block, dict) else None
 
 
 def _run_of(path: Path) -> tuple[EdctRun, dict[str, Any], dict[str, Any] | None, str]:
@@ -211,6 +230,12 @@ def create_bundle(run_path: Path, out: Path, *, with_images: bool = False) -> di
         "dataset_manifest.json": json.dumps(manifest, indent=2).encode("utf-8"),
         "images.json": json.dumps({"images": refs}, indent=2).encode("utf-8"),
     }
+    if kind == "edct" and (run_path / CONTROLS_FILE).is_file():
+        try:
+            controls = load_run(run_path).controls
+        except RunReadError as exc:
+            raise BundleError(str(exc)) from None
+        members[CONTROLS_FILE] = "".join(c.model_dump_json() + "\n" for c in controls).encode("utf-8")
     if setup_source is not None:
         members["setup_source.json"] = json.dumps(setup_source, indent=2, ensure_ascii=False).encode("utf-8")
     if with_images:
@@ -220,11 +245,14 @@ def create_bundle(run_path: Path, out: Path, *, with_images: bool = False) -> di
             raise BundleError(str(exc)) from None
         missing = []
         for ref in refs:
-            p = loaded.image_path(ref)
-            if p is None:
+            try:
+                data = loaded.read_image(ref, DEFAULT_LIMITS.max_image_bytes)
+            except RunReadError as exc:
+                raise BundleError(str(exc)) from None
+            if data is None:
                 missing.append(ref)
                 continue
-            members[f"images/{ref}.png"] = p.read_bytes()
+            members[f"images/{ref}.png"] = data
         if missing:
             raise BundleError(
                 f"{run_path}: --with-images, but {len(missing)} image(s) are not in the run folder or its "
@@ -246,7 +274,7 @@ def create_bundle(run_path: Path, out: Path, *, with_images: bool = False) -> di
         }
         if kind == "edct"
         else None,
-        "claimed": run.summary,
+        "claimed": as_json(run.summary),
         "lmms_claims": _lmms_claims(results) if kind == "lmms" else None,
         "scoring": {"seed": int(run.seed or 0), "n_resamples": _resamples(results)},
         "versions": installed_versions(_VERSIONED),
@@ -274,11 +302,11 @@ def _model_identity(kind: str, run: EdctRun, results: dict[str, Any]) -> dict[st
 
 def _lmms_claims(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Per task, the EDCT metrics lmms-eval wrote (``<metric>,none``)."""
-    from edct_task.scoring.metrics import METRIC_NAMES
+    from edct_task.scoring.metrics import metric_names
 
     out = {}
     for task, entry in (results.get("results") or {}).items():
-        values = {m: entry[f"{m},none"] for m in METRIC_NAMES if f"{m},none" in entry}
+        values = {m: entry[f"{m},none"] for m in metric_names() if f"{m},none" in entry}
         if values:
             out[task] = values
     return out

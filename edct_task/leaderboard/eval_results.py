@@ -40,7 +40,8 @@ import yaml
 from edct_task.core.inputs import InputFileError, read_yaml
 from edct_task.leaderboard.identity import sanitise
 from edct_task.reporting.setup import setup_id, setup_label
-from edct_task.scoring.metrics import METRIC_NAMES
+from edct_task.scoring.metrics import metric_names, metric_row
+from edct_task.scoring.results import Results, ScoreBlock
 
 FOLDER = ".eval_results"
 EVALUATION_FRAMEWORK = "edct-bench"
@@ -48,14 +49,6 @@ EVALUATION_FRAMEWORK = "edct-bench"
 same as the one in the eval.yaml", hub-docs eval-results)."""
 EVAL_YAML_KEYS = frozenset({"name", "description", "evaluation_framework", "tasks"})
 TASK_KEYS = frozenset({"id", "config", "split"})
-_METRIC_TEXT = {
-    "ccs_binary": "CCS with the binary judge: PCS x NCC over the verified counterfactual chains",
-    "ccs_graded": "CCS with the graded (1-5) judge",
-    "ac_k1": "answer change after the first verified edit",
-    "ef_k1": "explanation faithfulness after the first verified edit",
-    "ac_k2": "answer change after the second verified edit",
-    "ef_k2": "explanation faithfulness after the second verified edit",
-}
 ENTRY_KEYS = frozenset({"dataset", "value", "verifyToken", "date", "source", "evaluation_framework", "notes"})
 DATASET_KEYS = frozenset({"id", "task_id", "revision"})
 SOURCE_KEYS = frozenset({"url", "name", "user", "org"})
@@ -117,11 +110,16 @@ def schema_problems(data: Any) -> list[str]:
     return problems
 
 
+def claimed_overall(meta: Mapping[str, Any]) -> ScoreBlock:
+    """The overall scores a bundle claims (``bundle.json`` ``claimed``, as ``edct submit`` wrote it)."""
+    return Results.model_validate(meta.get("claimed")).overall
+
+
 def notes_for(meta: Mapping[str, Any]) -> str:
     """The setup an entry was measured under, in one line."""
     setup = {k: v for k, v in (meta.get("setup") or {}).items() if k != "target"}
     manifest = str(setup.get("dataset_digest") or "")[:12]
-    n = ((meta.get("claimed") or {}).get("overall") or {}).get("counts", {}).get("total")
+    n = claimed_overall(meta).counts.total
     return (
         f"EDCT {setup_label(setup)}; setup {setup_id(setup)}; dataset manifest {manifest} ({n} samples); "
         f"bundle {str(meta.get('digest'))[:12]}"
@@ -138,11 +136,11 @@ def entries_for(
     """File name → entries, one file per metric of one setup (claimed overall estimates)."""
     setup = {k: v for k, v in (meta.get("setup") or {}).items() if k != "target"}
     sid = setup_id(setup)
-    metrics = ((meta.get("claimed") or {}).get("overall") or {}).get("metrics") or {}
+    overall = claimed_overall(meta)
     date = str(meta.get("created") or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
     out = {}
-    for name in METRIC_NAMES:
-        estimate = (metrics.get(name) or {}).get("estimate")
+    for name in metric_names():
+        estimate = overall.estimate(name)
         if estimate is None:
             continue
         ds: dict[str, Any] = {"id": dataset_id, "task_id": name}
@@ -236,13 +234,13 @@ def benchmark_eval_yaml(*, name: str, config: str = "default", split: str = "tes
         "EDCT (Explanation-Driven Counterfactual Testing) measures whether a vision-language "
         "model's explanations are faithful: the concepts an explanation cites are edited out of "
         "the image by verified counterfactual edits, and the model's answer and explanation are "
-        "judged again. Tasks: " + "; ".join(f"{m}: {_METRIC_TEXT[m]}" for m in METRIC_NAMES) + "."
+        "judged again. Tasks: " + "; ".join(f"{m}: {metric_row(m).description}" for m in metric_names()) + "."
     )
     return {
         "name": name,
         "description": description,
         "evaluation_framework": EVALUATION_FRAMEWORK,
-        "tasks": [{"id": metric, "config": config, "split": split} for metric in METRIC_NAMES],
+        "tasks": [{"id": metric, "config": config, "split": split} for metric in metric_names()],
     }
 
 
@@ -282,7 +280,7 @@ def eval_yaml_problems(data: Any) -> list[str]:
 
 def benchmark_card(dataset_id: str, eval_yaml: Mapping[str, Any]) -> str:
     """The benchmark repo's README (dataset card): what it measures and how results reach it."""
-    rows = "\n".join(f"| `{t['id']}` | {_METRIC_TEXT[t['id']]} |" for t in eval_yaml["tasks"])
+    rows = "\n".join(f"| `{t['id']}` | {metric_row(t['id']).description} |" for t in eval_yaml["tasks"])
     first = eval_yaml["tasks"][0]
     front = yaml.safe_dump(
         {

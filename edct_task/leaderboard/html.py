@@ -13,6 +13,7 @@ from typing import Any
 
 from edct_task.reporting.tables import interval_cell
 from edct_task.scoring.compare import p_text
+from edct_task.scoring.metrics import PRIMARY, metrics
 from edct_task.text_safety import reveal
 
 _STYLE = """
@@ -28,14 +29,6 @@ pre{background:#f6f6f6;padding:.5rem;overflow:auto;max-height:20rem}
 .rej td{text-align:left}
 td,th,code,pre,bdi{unicode-bidi:isolate}
 """
-_METRICS = (
-    ("CCS_binary", "ccs_binary"),
-    ("CCS_graded", "ccs_graded"),
-    ("AC k=1", "ac_k1"),
-    ("EF k=1", "ef_k1"),
-    ("AC k=2", "ac_k2"),
-    ("EF k=2", "ef_k2"),
-)
 
 
 def _e(value: Any) -> str:
@@ -78,7 +71,7 @@ def _pairwise_html(track: dict[str, Any]) -> str:
     if rows:
         parts.append(
             '<div class="wrap"><table class="pairwise"><caption>Pairwise: paired difference A − B of '
-            "CCS_binary, 95% CI, sign-flip p, Holm-corrected p</caption><thead><tr>"
+            f"{_e(PRIMARY.label)}, 95% CI, sign-flip p, Holm-corrected p</caption><thead><tr>"
             '<th class="l">A</th><th class="l">B</th><th>A − B [95% CI]</th><th>p</th><th>p (Holm)</th>'
             "<th>items</th></tr></thead><tbody>"
         )
@@ -137,27 +130,27 @@ def render_html(board: dict[str, Any]) -> str:
             parts.append(f"<p>Differs from the other tracks in:</p><ul>{items}</ul>")
         setup = json.dumps(t["setup"], indent=2, ensure_ascii=False)
         parts.append(f"<details><summary>setup</summary><pre>{_e(setup)}</pre></details>")
-        head = "".join(f"<th>{_e(n)}</th>" for n, _ in _METRICS)
-        extra = "<th>board CCS_binary</th><th>agreement</th><th>flag</th>" if rejudged else ""
+        head = "".join(f"<th>{_e(m.label)}</th>" for m in metrics())
+        extra = f"<th>board {_e(PRIMARY.label)}</th><th>agreement</th><th>flag</th>" if rejudged else ""
         parts.append(
             '<div class="wrap"><table><thead><tr><th>Rank</th><th>Rank interval</th><th>Tied group</th>'
             '<th class="l">Model</th>'
             '<th class="l">Backend</th>'
             f'<th class="l">Label</th>{head}<th>scored</th><th>excluded</th><th>unscored</th><th>error</th>'
-            f'<th class="l">bundle</th>{extra}'
+            f'<th class="l">bundle</th><th class="l">controls</th>{extra}'
             "</tr></thead><tbody>"
         )
         for r in t["entries"]:
             lo, hi = r["rank_interval"]
             span = lo if lo == hi else f"{lo}–{hi}"
-            cells = "".join(f'<td class="ci">{_e(interval_cell(r[m]))}</td>' for _, m in _METRICS)
+            cells = "".join(f'<td class="ci">{_e(interval_cell(r[m.name]))}</td>' for m in metrics())
             board_cells = ""
             if rejudged:
                 b = r.get("board")
                 board_cells = (
                     f"<td>—</td><td>—</td><td>{_e((b or {}).get('error', ''))}</td>"
                     if b is None or "error" in b
-                    else f"<td>{_e(interval_cell(b['ccs_binary']))}</td><td>{_e(_agreement(b))}</td>"
+                    else f"<td>{_e(interval_cell(b[PRIMARY.name]))}</td><td>{_e(_agreement(b))}</td>"
                     f"<td>{_e(flag_text(b))}</td>"
                 )
             parts.append(
@@ -167,7 +160,8 @@ def render_html(board: dict[str, Any]) -> str:
                 f'<td class="l">{_t(r.get("label") or "")}</td>{cells}<td>{_e(r["counts"]["scored"])}</td>'
                 f"<td>{_e(r['counts']['excluded'])}</td><td>{_e(r['counts']['unscored'])}</td>"
                 f'<td>{_e(r["counts"]["error"])}</td><td class="l" title="{_e(r["digest"])}">'
-                f"{_t(Path(r['bundle']).name)}</td>{board_cells}</tr>"
+                f'{_t(Path(r["bundle"]).name)}</td><td class="l">{_e(r.get("controls") or "")}</td>'
+                f"{board_cells}</tr>"
             )
         parts.append("</tbody></table></div>")
         parts.append(_pairwise_html(t))
@@ -175,19 +169,38 @@ def render_html(board: dict[str, Any]) -> str:
             parts.append(
                 "<h3>Shown apart, not ranked</h3><p>The board could not confirm these entries with its "
                 'own judge or gate.</p><table class="rej"><thead><tr><th class="l">Model</th>'
-                '<th class="l">Label</th><th>CCS_binary (submitted)</th><th class="l">why</th>'
+                f'<th class="l">Label</th><th>{_e(PRIMARY.label)} (submitted)</th><th class="l">why</th>'
                 '<th class="l">bundle</th></tr></thead><tbody>'
             )
             for r in t["unranked"]:
                 parts.append(
                     f'<tr data-model="{_e(r["model"])}"><td class="l">{_t(r["model"])}</td>'
                     f'<td class="l">{_t(r.get("label") or "")}</td>'
-                    f"<td>{_e(interval_cell(r['ccs_binary']))}</td>"
+                    f"<td>{_e(interval_cell(r[PRIMARY.name]))}</td>"
                     f'<td class="l">{_t("; ".join(r["unranked"]))}</td>'
                     f'<td class="l">{_t(Path(r["bundle"]).name)}</td></tr>'
                 )
             parts.append("</tbody></table>")
         parts.append("</section>")
+    if board.get("unreliable"):
+        parts.append(
+            '<section class="unreliable"><h2>Unreliable runs (not ranked)</h2><p>Verified, but '
+            f"{_e(board.get('unreliable_text', ''))}.</p>"
+            '<table class="rej"><thead><tr><th class="l">Model</th><th class="l">Backend</th>'
+            f'<th class="l">Label</th><th class="l">Track</th><th>{_e(PRIMARY.label)} (not ranked)</th>'
+            '<th class="l">why unreliable</th><th class="l">bundle</th></tr></thead><tbody>'
+        )
+        for r in board["unreliable"]:
+            reasons = "".join(f"<li>{_t(line)}</li>" for line in r["reasons"])
+            parts.append(
+                f'<tr data-model="{_e(r["model"])}"><td class="l">{_t(r["model"])}</td>'
+                f'<td class="l">{_e(r.get("backend") or "")}</td>'
+                f'<td class="l">{_t(r.get("label") or "")}</td><td class="l">{_e(r["track"])}</td>'
+                f"<td>{_e(interval_cell(r[PRIMARY.name]))}</td>"
+                f'<td class="l"><ul>{reasons}</ul></td>'
+                f'<td class="l">{_t(Path(r["bundle"]).name)}</td></tr>'
+            )
+        parts.append("</tbody></table></section>")
     if board.get("unverified"):
         parts.append(
             "<h2>Unverified entries</h2><p>Hub eval-results files: numbers as written, not re-derived, "

@@ -10,7 +10,10 @@ model by reordering text.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
+import json
+import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -111,3 +114,78 @@ def evidence_digest(records: Sequence[Any]) -> str:
         (str(r.sample.id), hashlib.sha256(r.model_dump_json().encode("utf-8")).hexdigest()) for r in records
     )
     return hashlib.sha256("\n".join(f"{i}\t{h}" for i, h in per_sample).encode("utf-8")).hexdigest()
+
+
+def _normal_text(text: str) -> str:
+    """Text as a copier cannot tell it apart: NFKC, format characters (zero-width, bidi) dropped,
+    every run of whitespace one space, case folded, trimmed."""
+    text = "".join(ch for ch in unicodedata.normalize("NFKC", text) if unicodedata.category(ch) != "Cf")
+    return re.sub(r"\s+", " ", text).casefold().strip()
+
+
+def _normal(node: Any) -> Any:
+    if isinstance(node, str):
+        return _normal_text(node)
+    if isinstance(node, Mapping):
+        return {_normal_text(str(k)): _normal(v) for k, v in node.items()}
+    if isinstance(node, (list, tuple)):
+        return [_normal(v) for v in node]
+    return node
+
+
+_IMAGE_REF = re.compile(r"[0-9a-f]{64}")
+
+
+def _skeleton(node: Any) -> Any:
+    """What a record says apart from its free text: numbers, verdicts, statuses kept, image refs
+    (content ids) kept, every other text blanked."""
+    if isinstance(node, str):
+        return node if _IMAGE_REF.fullmatch(node) else ""
+    if isinstance(node, Mapping):
+        return {str(k): _skeleton(v) for k, v in node.items()}
+    if isinstance(node, (list, tuple)):
+        return [_skeleton(v) for v in node]
+    return node
+
+
+def _sha(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def sample_fingerprints(records: Sequence[Any]) -> dict[str, tuple[str, str]]:
+    """Sample id → (skeleton, text) fingerprints of its record: the SHA-256 of its numbers,
+    verdicts, statuses and image refs with every free text blanked (``_skeleton``), and of the
+    whole record with every text normalised (``_normal_text``: spacing, case, zero-width and
+    compatibility characters do not count)."""
+    out = {}
+    for r in records:
+        dumped = r.model_dump(mode="json")
+        out[_normal_text(str(r.sample.id))] = (_sha(_skeleton(dumped)), _sha(_normal(dumped)))
+    return out
+
+
+NEAR_DUPLICATE_TEXT_SHARE = 0.5
+"""Of two bundles, the smaller copies the other when every one of its samples has the other's
+skeleton (the same numbers, verdicts and images: the evidence) and at least this share of its
+samples have the other's normalised text too: a copy with texts touched (a space, a case, a
+zero-width character) or samples dropped. Independent runs of different targets differ in
+their verdicts or their images, so they are never each other's copy."""
+
+
+def copied_share(a: Mapping[str, tuple[str, str]], b: Mapping[str, tuple[str, str]]) -> float | None:
+    """The share of the smaller bundle's samples whose normalised text the other has, when every
+    one of its samples has the other's skeleton (``sample_fingerprints``); None when one differs."""
+    small, large = (a, b) if len(a) <= len(b) else (b, a)
+    if not small or any(i not in large or large[i][0] != fp[0] for i, fp in small.items()):
+        return None
+    return sum(1 for i, fp in small.items() if large[i][1] == fp[1]) / len(small)
+
+
+def recorded_time(value: object) -> float:
+    """A bundle's recorded ``created`` time as a POSIX timestamp; +inf when it is missing or not
+    an ISO time with a zone (a bundle that does not say when it was made cannot claim to be first)."""
+    try:
+        when = dt.datetime.fromisoformat(str(value))
+    except ValueError:
+        return float("inf")
+    return when.timestamp() if when.tzinfo is not None else float("inf")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +28,18 @@ from PIL import Image
 from edct_task.config import RunConfig
 from edct_task.core.errors import ConfigError
 from edct_task.core.records import ChainStep, SampleRecord
-from edct_task.core.requests import AskLLM, Failure, VerifyEdit
-from edct_task.engine.driver import build_dispatcher
-from edct_task.engine.protocol import ProtocolConfig, judge_requests
+from edct_task.core.requests import AskLLM, EditImage, Failure, VerifyEdit
+from edct_task.engine.dispatch import Dispatcher
+from edct_task.engine.lockstep import Round
 from edct_task.engine.stage_cache import CacheSchemaError, ImageStore, StageCache
 from edct_task.engine.storage import StorageError
 from edct_task.leaderboard.bundle import read_bundle
-from edct_task.leaderboard.rederive import expected_status, protocol_of, rejudged_step
+from edct_task.leaderboard.evidence import Evidence
+from edct_task.leaderboard.rederive import gate_of, protocol_of, replay
 from edct_task.leaderboard.verify import BoardScoring, Verified
-from edct_task.roles import PanelSpec, RoleSpec, build_roles
-from edct_task.scoring.metrics import CCS_BINARY, summarise
+from edct_task.roles import PanelSpec, RoleSpec
+from edct_task.run.runner import Engine, compose
+from edct_task.scoring.metrics import PRIMARY, family, summarise
 from edct_task.scoring.panel import cohen_kappa, percent_agreement
 from verification.check import EditCheck
 
@@ -51,16 +53,6 @@ class BoardJudge:
     regate: bool = False
 
 
-def _judged_steps(record: SampleRecord) -> list[ChainStep]:
-    return [s for s in record.steps if s.verified and s.requery is not None]
-
-
-def _step_requests(record: SampleRecord, step: ChainStep, cfg: ProtocolConfig) -> tuple[AskLLM, ...]:
-    chain = record.instructions.instructions if record.instructions else ()
-    assert record.baseline is not None and step.requery is not None
-    return judge_requests(cfg, record.sample, record.baseline, chain[: step.index], step.requery)
-
-
 MAX_JUDGE_PROMPT_CHARS = 48_000
 """Longest judge prompt the board sends (about 12k tokens: two explanations of a target's
 4,096-token answer budget fit). A step whose prompt is longer is not sent: padded explanations
@@ -68,119 +60,122 @@ would overflow the judge's context and multiply what the board pays (a 240 KB bu
 uncapped board send 168 MB); the entry is flagged and left unranked instead."""
 
 
-def _regate(
-    record: SampleRecord, dispatcher: Any, images_in_bundle: set[str]
-) -> tuple[list[ChainStep], list[tuple[bool, bool]], int]:
-    """The steps after the board's gate on every checked attempt, and (recorded, board) pass pairs.
+@dataclass
+class BoardAnswers:
+    """The replies of a re-judging replay: the judge's requests (and with ``packed`` images, the
+    gate's) go to the board's dispatcher, everything else is answered from the records.
 
-    A step the run verified whose accepted edit fails the board's gate becomes unverified (its
-    chain ends there); a step the run failed stays failed (its re-query was never made), but every
-    attempt the board's gate passes is counted as a disagreement. The last number counts the
-    checked attempts the board could not re-check (their images are not in the bundle)."""
-    pairs: list[tuple[bool, bool]] = []
-    unchecked = 0
-    steps: list[ChainStep] = []
-    current = record.sample.image
-    for step in record.steps:
-        target = step.edit_target
-        board_pass: dict[int, bool] = {}
-        for a in step.attempts:
-            if target is None or a.check is None or a.image is None:
+    A step whose judge prompt is over ``MAX_JUDGE_PROMPT_CHARS`` is not sent (its recorded replies
+    answer it, and it is counted). The board's gate can only take an edit away: it answers a
+    check the run passed, while a recorded failure stays one (its re-query was never made); each
+    check it re-runs is a (recorded, board) pass pair, each it cannot (images not packed) counted.
+
+    With ``packed`` (``--regate``) an exclusion is evidence too, and is re-checked or not trusted:
+    a recorded gate failure, or a gate call recorded as failed, is re-run on its images like a
+    pass; a check whose r_in or r_out, recomputed from the images, differs from the recorded one
+    by more than ``RATIO_TOLERANCE`` is counted (``ratio_mismatches``), as is an edit whose
+    "edited" image is the image it edits (``unchanged``); an editor failure, which left no image to
+    re-check, is counted as ``untrusted_edits``. Each of these leaves the entry unranked."""
+
+    evidence: dict[str, Evidence]
+    dispatcher: Dispatcher
+    packed: set[str] | None = None
+    failures: int = 0
+    overlong: int = 0
+    unchecked: int = 0
+    unchanged: int = 0
+    untrusted_edits: int = 0
+    ratio_mismatches: int = 0
+    gate_pairs: list[tuple[bool, bool]] = field(default_factory=list)
+
+    def __call__(self, round_: Round) -> list[object]:
+        replies = [self.evidence[sample.id].answer(request) for sample, request in round_]
+        steps: dict[tuple[str, str], list[int]] = {}
+        gated: list[int] = []
+        for i, (sample, request) in enumerate(round_):
+            if isinstance(request, AskLLM) and request.role == "judge":
+                steps.setdefault((sample.id, request.purpose.split(".")[0]), []).append(i)
+            elif self.packed is None:
                 continue
-            if not {current, a.image} <= images_in_bundle:
-                unchecked += 1
-                continue
-            request = VerifyEdit(current, a.image, target.edit_type, target.target, step.index, a.attempt)
-            (reply,) = dispatcher.resolve([request])
-            board_pass[a.attempt] = isinstance(reply, EditCheck) and reply.passed
-            pairs.append((a.passed, board_pass[a.attempt]))
-        last = step.attempts[-1] if step.attempts else None
-        if step.verified and last is not None and board_pass.get(last.attempt) is False:
-            steps.append(
-                step.model_copy(
-                    update={"verified": False, "image": None, "requery": None, "binary": None, "graded": None}
-                )
-            )
-            break
-        steps.append(step)
-        if not step.verified or last is None or last.image is None:
-            break
-        current = last.image
-    return steps, pairs, unchecked
+            elif isinstance(request, EditImage) and isinstance(replies[i], Failure):
+                self.untrusted_edits += 1
+            elif isinstance(request, VerifyEdit):
+                self.unchanged += request.edited == request.original
+                if {request.original, request.edited} <= self.packed:
+                    gated.append(i)
+                else:
+                    self.unchecked += 1
+        judged = []
+        for group in steps.values():
+            if any(len(round_[i][1].prompt) > MAX_JUDGE_PROMPT_CHARS for i in group):  # type: ignore[union-attr]
+                self.overlong += 1
+            else:
+                judged += group
+        answers = self.dispatcher.resolve([round_[i][1] for i in judged + gated])
+        self.failures += sum(isinstance(a, Failure) for a in answers[: len(judged)])
+        for i, answer in zip(judged, answers, strict=False):
+            replies[i] = answer
+        for i, answer in zip(gated, answers[len(judged) :], strict=True):
+            recorded = replies[i]
+            recorded_pass = isinstance(recorded, EditCheck) and recorded.passed
+            board_pass = isinstance(answer, EditCheck) and answer.passed
+            self.gate_pairs.append((recorded_pass, board_pass))
+            if isinstance(recorded, EditCheck) and isinstance(answer, EditCheck):
+                self.ratio_mismatches += not ratios_agree(recorded, answer)
+            if recorded_pass:
+                replies[i] = answer
+        return replies
 
 
-def _rejudge_record(
-    record: SampleRecord,
-    replies: dict[tuple[int, int], list[object]],
-    board_cfg: ProtocolConfig,
-    entry_cfg: ProtocolConfig,
-    steps: Sequence[ChainStep],
-) -> SampleRecord:
-    if record.status == "error" or not steps:
-        return record
-    new_steps = [
-        rejudged_step(s, replies[(id(record), s.index)], board_cfg)
-        if (id(record), s.index) in replies and s.verified and s.requery is not None
-        else s
-        for s in steps
-    ]
-    status, scores = expected_status(new_steps, entry_cfg)
-    return record.model_copy(update={"steps": tuple(new_steps), "status": status, "scores": scores})
+RATIO_TOLERANCE = 0.02
+"""How far a recorded r_in or r_out may lie from the board's, recomputed from the same images with
+the board's detector (the gate's thresholds are tenths apart; a detector of the same setup gives
+the same ratios, so a larger gap means the numbers were not measured on these images)."""
+
+
+def ratios_agree(recorded: EditCheck, board: EditCheck) -> bool:
+    """Whether a recorded check's r_in and r_out are the board's, within ``RATIO_TOLERANCE`` (a
+    check with no ratios agrees only with one that has none either)."""
+    pairs = ((recorded.r_in, board.r_in), (recorded.r_out, board.r_out))
+    return all(
+        (a is None and b is None) or (a is not None and b is not None and abs(a - b) <= RATIO_TOLERANCE)
+        for a, b in pairs
+    )
+
+
+def _judged_steps(record: SampleRecord) -> list[ChainStep]:
+    return [s for s in record.steps if s.verified and s.requery is not None]
 
 
 def _ccs(step: ChainStep) -> int | None:
     return step.binary.ccs if step.binary is not None else None
 
 
+def _packed_images(entry: Verified, store: ImageStore) -> set[str]:
+    """The bundle's images, put in the board's image store; their refs."""
+    packed = set()
+    with read_bundle(entry.bundle) as bundle:
+        for name in bundle.members:
+            if name.startswith("images/"):
+                with Image.open(io.BytesIO(bundle.members[name])) as im:
+                    im.load()
+                    packed.add(store.put(im))
+    return packed
+
+
 def rejudge_entry(
-    entry: Verified, judge: BoardJudge, scoring: BoardScoring, dispatcher: Any
+    entry: Verified, judge: BoardJudge, scoring: BoardScoring, engine: Engine
 ) -> dict[str, Any]:
-    """The board's numbers for one verified entry (see the module docstring)."""
-    board_cfg = judge.config.protocol
-    entry_cfg = protocol_of(entry.setup["protocol"])
-    gate_pairs: list[tuple[bool, bool]] = []
-    chains: dict[int, list[ChainStep]] = {}
-    unchecked = 0
-    if judge.regate:
-        packed = set()
-        store = ImageStore(judge.cache_dir / "images")
-        with read_bundle(entry.bundle) as bundle:
-            for name in bundle.members:
-                if name.startswith("images/"):
-                    with Image.open(io.BytesIO(bundle.members[name])) as im:
-                        im.load()
-                        packed.add(store.put(im))
-        for r in entry.records:
-            if r.status != "error" and r.steps:
-                chains[id(r)], pairs, missing = _regate(r, dispatcher, packed)
-                gate_pairs += pairs
-                unchecked += missing
-    requests: list[AskLLM] = []
-    owners: list[tuple[int, int]] = []
-    overlong = 0
-    for r in entry.records:
-        if r.status == "error":
-            continue
-        for s in (
-            _judged_steps(r)
-            if id(r) not in chains
-            else [x for x in chains[id(r)] if x.verified and x.requery]
-        ):
-            batch = _step_requests(r, s, board_cfg)
-            if any(len(q.prompt) > MAX_JUDGE_PROMPT_CHARS for q in batch):
-                overlong += 1  # not sent: the step keeps its submitted verdict, the entry is flagged
-                continue
-            requests += batch
-            owners += [(id(r), s.index)] * len(batch)
-    answers = dispatcher.resolve(requests)
-    replies: dict[tuple[int, int], list[object]] = {}
-    for owner, answer in zip(owners, answers, strict=True):
-        replies.setdefault(owner, []).append(answer)
-    failures = sum(isinstance(a, Failure) for a in answers)
-    records = [
-        _rejudge_record(r, replies, board_cfg, entry_cfg, chains.get(id(r), list(r.steps)))
-        for r in entry.records
-    ]
+    """The board's numbers for one verified entry: its records replayed under the entry's
+    protocol with the board's judge settings (``ProtocolConfig.judged_by``), see ``BoardAnswers``."""
+    cfg = protocol_of(entry.setup["protocol"]).judged_by(judge.config.protocol)
+    gate = gate_of(entry.setup["verification"])
+    answers = BoardAnswers(
+        {r.sample.id: Evidence(r, gate) for r in entry.records},
+        engine.dispatcher,
+        _packed_images(entry, engine.images) if judge.regate else None,
+    )
+    records = replay(entry.records, cfg, answers)
     submitted: list[int | None] = []
     board: list[int | None] = []
     for old, new in zip(entry.records, records, strict=True):
@@ -191,36 +186,40 @@ def rejudge_entry(
                 submitted.append(_ccs(s))
                 board.append(_ccs(mine))
     summary = summarise(records, seed=scoring.seed, n_resamples=scoring.n_resamples)
-    interval = summary["overall"]["metrics"][CCS_BINARY]
-    claimed = ((entry.claimed.get("overall") or {}).get("metrics") or {}).get(CCS_BINARY) or {}
+    interval = summary.overall.metrics[PRIMARY.name]
+    claimed = ((entry.claimed.get("overall") or {}).get("metrics") or {}).get(PRIMARY.name) or {}
     claim = claimed.get("estimate")
     flagged = bool(
         claim is not None
-        and interval["estimate"] is not None
-        and not interval["low"] - 1e-9 <= claim <= interval["high"] + 1e-9
+        and interval.low is not None
+        and interval.high is not None
+        and not interval.low - 1e-9 <= claim <= interval.high + 1e-9
     )
     out: dict[str, Any] = {
         "judge": judge.config.model_dump(mode="json")["roles"]["judge"],
-        "submitted_ccs_binary": claim,
-        "ccs_binary": interval,
-        "ccs_graded": summary["overall"]["metrics"]["ccs_graded"],
+        f"submitted_{PRIMARY.name}": claim,
+        **{m.name: summary.overall.metrics[m.name].model_dump() for m in family("score")},
         "agreement": {
             "steps": sum(1 for a, b in zip(submitted, board, strict=True) if a is not None and b is not None),
             "rate": percent_agreement(submitted, board),
             "kappa": cohen_kappa(submitted, board, labels=[0, 1]),
         },
-        "failed_calls": failures,
-        "overlong_steps": overlong,
+        "failed_calls": answers.failures,
+        "overlong_steps": answers.overlong,
         "flagged": flagged,
     }
     if judge.regate:
-        disagree = sum(a != b for a, b in gate_pairs)
+        pairs = answers.gate_pairs
+        disagree = sum(a != b for a, b in pairs)
         out["gate_agreement"] = {
-            "edits": len(gate_pairs),
-            "rate": (1 - disagree / len(gate_pairs)) if gate_pairs else None,
+            "edits": len(pairs),
+            "rate": (1 - disagree / len(pairs)) if pairs else None,
             "disagreements": disagree,
+            "unchecked": answers.unchecked,
+            "ratio_mismatches": answers.ratio_mismatches,
+            "unchanged": answers.unchanged,
+            "untrusted_edits": answers.untrusted_edits,
         }
-        out["gate_agreement"]["unchecked"] = unchecked
         out["gate_flagged"] = disagree > 0
     out["unranked"] = unranked_reasons(out)
     return out
@@ -233,8 +232,8 @@ def unranked_reasons(board: dict[str, Any]) -> list[str]:
     if "error" in board:
         return [board["error"]]
     reasons = []
-    if board.get("ccs_binary", {}).get("estimate") is None:
-        reasons.append("the board's judge gave no CCS_binary")
+    if board.get(PRIMARY.name, {}).get("estimate") is None:
+        reasons.append(f"the board's judge gave no {PRIMARY.label}")
     if board.get("failed_calls"):
         reasons.append(f"{board['failed_calls']} judge call(s) failed")
     if board.get("overlong_steps"):
@@ -246,6 +245,17 @@ def unranked_reasons(board: dict[str, Any]) -> list[str]:
     gate = board.get("gate_agreement") or {}
     if board.get("gate_flagged"):
         reasons.append(f"the board's gate disagrees on {gate.get('disagreements')} edit(s)")
+    if gate.get("ratio_mismatches"):
+        reasons.append(
+            f"{gate['ratio_mismatches']} gate check(s) whose r_in/r_out differ from the board's"
+            " on the same images"
+        )
+    if gate.get("unchanged"):
+        reasons.append(f"{gate['unchanged']} edit(s) whose edited image is the image it edits")
+    if gate.get("untrusted_edits"):
+        reasons.append(
+            f"{gate['untrusted_edits']} editor failure(s) the board cannot re-check (no image): not trusted"
+        )
     if gate.get("unchecked"):
         reasons.append(
             f"{gate['unchecked']} gate check(s) could not be re-run (bundle made without --with-images)"
@@ -276,25 +286,24 @@ def board_roles(cfg: RunConfig, *, regate: bool) -> dict[str, RoleSpec | PanelSp
 
 
 def rejudge_board(entries: Sequence[Verified], judge: BoardJudge, scoring: BoardScoring) -> dict[str, dict]:
-    """Digest → the board's numbers, for every entry; one dispatcher and cache for the board. An
-    entry whose re-judging fails (its bundle's images unreadable …) gets ``{"error": …}``."""
+    """Digest → the board's numbers, for every entry; one dispatcher and cache for the board, built
+    by the run's composition root (``run.runner.compose``: the config's call log, its image store
+    under the cache). An entry whose re-judging fails (its bundle's images unreadable …) gets
+    ``{"error": …}``."""
     cfg = judge.config
     specs = board_roles(cfg, regate=judge.regate)
     judge.cache_dir.mkdir(parents=True, exist_ok=True)
-    with build_roles(specs, require_target=False) as roles, StageCache(judge.cache_dir) as cache:
-        images = ImageStore(judge.cache_dir / "images")
-        dispatcher = build_dispatcher(
-            roles, images, cache, protocol=cfg.protocol, gate=cfg.verification, limits=cfg.limits
-        )
-        out: dict[str, dict] = {}
-        with dispatcher:
+    with StageCache(judge.cache_dir) as cache:
+        images = ImageStore(judge.cache_dir)
+        with compose(cfg, cache, images, require_target=False, progress=False, specs=specs) as engine:
+            out: dict[str, dict] = {}
             for e in entries:
                 try:
-                    out[e.digest] = rejudge_entry(e, judge, scoring, dispatcher)
+                    out[e.digest] = rejudge_entry(e, judge, scoring, engine)
                 except (ConfigError, CacheSchemaError, StorageError):
                     raise
                 except Exception as exc:  # one entry's failure is that entry's, never the board's
                     first = str(exc).splitlines()[0][:200] if str(exc) else ""
                     error = f"re-judging failed ({type(exc).__name__}: {first})"
                     out[e.digest] = {"error": error, "unranked": [error]}
-        return out
+            return out

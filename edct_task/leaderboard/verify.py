@@ -9,15 +9,25 @@ A bundle is accepted only when everything it claims follows from what it contain
 4. ``images.json`` lists exactly the images the records reference; packed images decode to
    their refs (``image_id`` of the decoded pixels and ``edct_`` text);
 5. the setup identity equals the one recomputed from the run's own files;
-6. every record is re-derived from its most primitive evidence (``rederive``): verdicts from the
-   stored raw judge replies, sample scores from the steps, statuses from the gate numbers, every
-   value in its range;
+6. every record is re-derived from its own evidence (``rederive``): the protocol is replayed with
+   each request answered from the record (raw replies, images, gate numbers re-decided under the
+   setup's gate) and must give back the record, field for field;
 7. every claimed estimate and sample count, overall and per domain, equals
    ``edct_task.scoring.metrics.summarise`` over the records, and the run's own results file says
    the same. Intervals, rank ranges and everything shown are computed with the **board's**
    scoring parameters (:class:`BoardScoring`), never the bundle's: a bundle cannot choose its
    resamples or seed. Claimed intervals are only checked to be intervals in [0, 1] around their
-   estimate.
+   estimate;
+8. the known-answer controls (``edct run`` bundles): every record of ``controls.jsonl`` is a
+   control of the shipped bank with its known answer, and each one counted right is right when
+   its raw reply is graded again (``rederive.rederive_controls``); the results' ``controls``
+   block equals ``scoring.controls.summarise_controls`` over those records under the setup's
+   ``protocol.controls`` and ``protocol.control_bar`` (part of the setup identity). A block that
+   claims more than its records support, a run whose protocol asked for controls but whose block
+   is missing, or records without a block, are rejected (``controls_mismatch``). A run made
+   before controls (no ``controls`` in its protocol, no block, no records) is verified as
+   "controls: not run": it is not unreliable, and the board says so. A verified entry whose
+   controls put a role below the bar is *unreliable*: the board lists it apart, never ranked.
 
 The first failure is the rejection reason (each names the field or sample it is about). Nothing
 a bundle holds can stop the board: an unexpected error while checking one bundle rejects that
@@ -27,7 +37,9 @@ bundle (code ``malformed``) and the board goes on.
 from __future__ import annotations
 
 import io
+import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,18 +49,29 @@ from PIL import Image, UnidentifiedImageError
 from edct_task.engine.stage_cache import image_id
 from edct_task.leaderboard.archive import DEFAULT_LIMITS, ArchiveError, Limits
 from edct_task.leaderboard.bundle import BundleError, _image_refs, bundle_digest, member_sha256, read_bundle
-from edct_task.leaderboard.identity import display_name, evidence_digest, sanitise, target_identity
-from edct_task.leaderboard.rederive import Mismatch, protocol_of, rederive_record
+from edct_task.leaderboard.identity import (
+    display_name,
+    evidence_digest,
+    recorded_time,
+    sample_fingerprints,
+    sanitise,
+    target_identity,
+)
+from edct_task.leaderboard.rederive import Mismatch, protocol_of, rederive_controls, rederive_records
 from edct_task.reporting.setup import (
     dataset_manifest,
+    host_of,
     setup_differences,
     setup_id,
     setup_identity,
     target_rendering,
 )
-from edct_task.scoring.metrics import METRIC_NAMES, summarise
+from edct_task.run.log import partial_label
+from edct_task.scoring.metrics import metric_names, summarise
+from edct_task.scoring.results import Results, ScoreBlock
 
 REQUIRED = ("results.json", "samples.jsonl", "dataset_manifest.json", "images.json")
+CONTROLS_MEMBER = "controls.jsonl"
 TOLERANCE = 1e-9
 SUPPORTED_VERSIONS = (1,)
 MAX_RESAMPLES = 1_000_000
@@ -60,7 +83,7 @@ class BoardScoring:
 
     seed: int = 0
     n_resamples: int = 10_000
-    method: str = "bootstrap-percentile (CCS), Wilson (AC/EF)"
+    method: str = "clopper-pearson-effective-n (CCS), Wilson (AC/EF)"
 
     def __post_init__(self) -> None:
         if not 100 <= self.n_resamples <= MAX_RESAMPLES:
@@ -102,7 +125,7 @@ class Verified:
     setup: dict[str, Any]
     """Setup identity without the target: defines the track."""
     target: Any
-    summary: dict[str, Any]
+    summary: Results
     """Recomputed ``summarise`` output, with the board's scoring parameters."""
     records: list[Any] = field(repr=False)
     digest: str = ""
@@ -117,6 +140,25 @@ class Verified:
     kind: str = "edct"
     evidence: str = ""
     """:func:`identity.evidence_digest` of the records (the same evidence under another name)."""
+    fingerprints: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False)
+    """:func:`identity.sample_fingerprints` of the records (a copy with a few texts touched)."""
+    created: float = float("inf")
+    """When the bundle says it was made (``bundle.json`` ``created``, POSIX seconds): of two
+    duplicates the earlier keeps the entry, never the one whose file name sorts first."""
+    received: float = float("inf")
+    """When the bundle's file reached the board's disk (its modification time): of two
+    duplicates that claim the same ``created`` (a copy keeps the original's), the one received
+    first keeps the entry."""
+    controls: dict[str, Any] | None = None
+    """The known-answer controls' summary, re-derived from ``controls.jsonl`` (None: controls not
+    run, as in runs made before them and in lmms-eval bundles)."""
+
+    @property
+    def unreliable(self) -> list[str]:
+        """Why the entry cannot be ranked: its roles below the controls' bar (empty: reliable)."""
+        from edct_task.scoring.controls import unreliable_reasons
+
+        return unreliable_reasons(self.controls)
 
     @property
     def track(self) -> str:
@@ -159,23 +201,24 @@ def _check_claim_range(c: Any, m: str, where: str) -> None:
         raise Rejection("out_of_range", f"{where}: claimed {m} interval [{low}, {high}] does not hold {est}")
 
 
-def _compare_block(claimed: Any, mine: dict[str, Any], where: str) -> None:
+def _compare_block(claimed: Any, mine: ScoreBlock, where: str) -> None:
+    """The claimed block (untrusted JSON) against the records' own ``mine``."""
     if not isinstance(claimed, dict) or not isinstance(claimed.get("metrics"), dict):
         raise Rejection("incomplete", f"{where}: no claimed metrics")
-    for m in METRIC_NAMES:
+    for m in metric_names():
         c = claimed["metrics"].get(m)
-        r = mine["metrics"][m]
+        r = mine.metrics[m]
         if c is None:
             raise Rejection("incomplete", f"{where}: metric {m} is not claimed")
         _check_claim_range(c, m, where)
-        for part in ("estimate", "n"):
-            if not _same(c.get(part), r[part]):
+        for part, own in (("estimate", r.estimate), ("n", r.n)):
+            if not _same(c.get(part), own):
                 raise Rejection(
                     "metric_mismatch",
-                    f"{where}: claimed {m} {part} {c.get(part)} but the sample records give {r[part]}",
+                    f"{where}: claimed {m} {part} {c.get(part)} but the sample records give {own}",
                 )
     counts = claimed.get("counts") if isinstance(claimed.get("counts"), dict) else {}
-    for name, value in mine["counts"].items():
+    for name, value in mine.counts.model_dump().items():
         if not _same(counts.get(name), value):
             raise Rejection(
                 "metric_mismatch",
@@ -256,8 +299,16 @@ def _own_setup(
         prompt_versions=_obj(source.get("prompt_versions"), "prompt_versions"),
         dataset_digest=digest,
         rendering=target_rendering(records),
+        host=host_of(target),
     )
     return setup, target
+
+
+def _received(path: Path) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return float("inf")
 
 
 def check_bundle(
@@ -333,6 +384,9 @@ def _check_open_bundle(
     if kind not in ("edct", "lmms"):
         raise Rejection("incomplete", f"bundle kind {kind!r} is neither 'edct' nor 'lmms'")
     results = bundle.json_object("results.json")
+    partial = partial_label(results) if kind == "edct" else None
+    if partial is not None:  # `edct merge --allow-missing`: some slices' items were never run
+        raise Rejection("partial", f"a partial run ({partial}) is not ranked: merge every slice")
     if kind == "lmms" and "setup_source.json" not in bundle.members:
         raise Rejection("incomplete", "member setup_source.json is missing (lmms-eval bundles need it)")
     own, target = _own_setup(bundle, kind, results, manifest["digest"], records)
@@ -362,22 +416,23 @@ def _check_open_bundle(
 
     try:
         cfg = protocol_of(own["protocol"])
-        for record in records:
-            rederive_record(record, cfg, own["verification"])
+        rederive_records(records, cfg, own["verification"])
     except Mismatch as exc:
         raise Rejection(exc.code, exc.reason) from None
 
+    controls = _check_controls(bundle, kind, results, own, cfg, records)
+
     summary = summarise(records, seed=scoring.seed, n_resamples=scoring.n_resamples)
     claimed = _obj(meta.get("claimed"), "bundle.json claimed")
-    _compare_block(claimed.get("overall"), summary["overall"], "overall")
+    _compare_block(claimed.get("overall"), summary.overall, "overall")
     claimed_domains = _obj(claimed.get("per_domain"), "claimed per_domain")
-    if set(claimed_domains) != set(summary["per_domain"]):
+    if set(claimed_domains) != set(summary.per_domain):
         raise Rejection("metric_mismatch", "claimed domains differ from the domains of the sample records")
-    for domain, block in summary["per_domain"].items():
+    for domain, block in summary.per_domain.items():
         _compare_block(claimed_domains.get(domain), block, f"domain {domain}")
     if kind == "edct":
         own_results = _obj(results.get("results"), "results.json results")
-        _compare_block(own_results.get("overall"), summary["overall"], "results.json overall")
+        _compare_block(own_results.get("overall"), summary.overall, "results.json overall")
     else:
         _check_lmms_claims(meta, results, summary)
     identity = target_identity(kind, target)
@@ -398,10 +453,66 @@ def _check_open_bundle(
         claimed=claimed,
         kind=kind,
         evidence=evidence_digest(records),
+        fingerprints=sample_fingerprints(records),
+        created=recorded_time(meta.get("created")),
+        received=_received(path),
+        controls=controls,
     )
 
 
-def _check_lmms_claims(meta: dict[str, Any], results: dict[str, Any], summary: dict[str, Any]) -> None:
+def _check_controls(
+    bundle: Any, kind: str, results: dict[str, Any], own: dict[str, Any], cfg: Any, samples: list[Any]
+) -> dict[str, Any] | None:
+    """The controls' summary re-derived from ``controls.jsonl`` and equal to the results' block
+    (step 8 of the module docstring); None when the run made none (controls: not run)."""
+    from edct_task.leaderboard.archive import ArchiveError, json_lines
+    from edct_task.run.checks import RunReadError, parse_controls
+    from edct_task.scoring.controls import summarise_controls
+
+    claimed = results.get("controls") if kind == "edct" else None
+    has_member = CONTROLS_MEMBER in bundle.members
+    asked = own["protocol"].get("controls")
+    if kind != "edct":
+        if has_member:
+            raise Rejection("controls_mismatch", "controls.jsonl in a bundle of an lmms-eval run")
+        return None
+    if claimed is None:
+        if has_member:
+            raise Rejection(
+                "controls_mismatch", "controls.jsonl is packed but results.json has no controls block"
+            )
+        if asked:
+            raise Rejection(
+                "controls_mismatch",
+                f"the protocol asks for {asked} known-answer controls but results.json has no controls block",
+            )
+        return None
+    if not isinstance(claimed, dict):
+        raise Rejection("malformed", f"results.json controls is a {type(claimed).__name__}, not an object")
+    if claimed.get("calls") and not has_member:
+        raise Rejection("incomplete", f"member {CONTROLS_MEMBER} is missing (results.json counts controls)")
+    member = bundle.members[CONTROLS_MEMBER] if has_member else b""
+    try:
+        records = parse_controls(CONTROLS_MEMBER, json_lines(member, CONTROLS_MEMBER, bundle.limits))
+    except (RunReadError, ArchiveError) as exc:
+        raise Rejection("malformed", str(exc)) from None
+    try:
+        rederive_controls(records, cfg, samples)
+    except Mismatch as exc:
+        raise Rejection(exc.code, exc.reason) from None
+    mine = summarise_controls(records, bar=cfg.control_bar, requested=cfg.controls)
+    hides = bool(mine["unreliable"]) and not claimed.get("unreliable")
+    if json.loads(json.dumps(mine)) != claimed:
+        fields = [k for k in mine if mine[k] != claimed.get(k)] or sorted(set(claimed) - set(mine))
+        raise Rejection(
+            "controls_mismatch",
+            f"results.json controls {', '.join(fields) or 'block'} is not what controls.jsonl gives"
+            + (" (it hides a role below the bar)" if hides else ""),
+        )
+    return mine
+
+
+def _check_lmms_claims(meta: dict[str, Any], results: dict[str, Any], summary: Results) -> None:
     """lmms-eval's per-task values: as in its results file, and equal to the records' per domain."""
     claims = meta.get("lmms_claims") or {}
     for task, values in claims.items():
@@ -411,17 +522,16 @@ def _check_lmms_claims(meta: dict[str, Any], results: dict[str, Any], summary: d
                 raise Rejection("metric_mismatch", f"{task}: claimed {m} {v} is not what results.json says")
         block = None
         if task.startswith("edct_bench_"):
-            block = summary["per_domain"].get(task[len("edct_bench_") :])
+            block = summary.per_domain.get(task[len("edct_bench_") :])
         elif task == meta.get("task") and not (results.get("group_subtasks") or {}).get(task):
-            block = summary["overall"]
+            block = summary.overall
         if block is None:
             continue
         for m, v in values.items():
-            if not _same(v, block["metrics"][m]["estimate"]):
+            if not _same(v, block.estimate(m)):
                 raise Rejection(
                     "metric_mismatch",
-                    f"{task}: lmms-eval's {m} {v} differs from the sample records' "
-                    f"{block['metrics'][m]['estimate']}",
+                    f"{task}: lmms-eval's {m} {v} differs from the sample records' {block.estimate(m)}",
                 )
 
 

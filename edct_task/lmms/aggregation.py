@@ -27,7 +27,7 @@ def audit(items: list[Any]) -> dict[str, Any]:
     table leaves out entries whose value is empty, so the digest stays in the logged samples
     (with the full setup) and adds no row to the table. lmms-eval aggregates once every document
     of a task is scored, so this is where the loop path's EDCT run folder gets its run log
-    (``settings.RunFolder.finish``; not during an export, whose run has one already).
+    (``run.folder.RunFolder.finish``; not during an export, whose run has one already).
     """
     from edct_task.lmms import export
     from edct_task.lmms.settings import settings
@@ -35,7 +35,7 @@ def audit(items: list[Any]) -> dict[str, Any]:
     if export.active() is None:
         s = settings()
         ids = [str(item["id"]) for item in items if isinstance(item, dict) and "id" in item]
-        s.run.finish(ids, s.dispatcher.stats.as_dict())
+        s.run.finish(ids, s.dispatcher)
     return {}
 
 

@@ -152,19 +152,23 @@ def _bench_docs(dataset: Any, task: str, domain: str) -> Any:
     return selected
 
 
-@fails_task_load
-def okvqa_docs(dataset: Any) -> Any:
-    return _bench_docs(dataset, "edct_bench_okvqa", "okvqa")
+def __getattr__(name: str) -> Any:
+    """``docs_<domain>``: the ``process_docs`` hook of every registered domain's task YAML
+    (``Domain.hook``), made from its record when lmms-eval asks for it by name."""
+    from edct_task.bench_data.domain import HOOK_PREFIX
+    from edct_task.bench_data.domains import domain as registered
 
+    record = registered(name[len(HOOK_PREFIX) :]) if name.startswith(HOOK_PREFIX) else None
+    if record is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-@fails_task_load
-def drivelm_docs(dataset: Any) -> Any:
-    return _bench_docs(dataset, "edct_bench_drivelm", "drivelm")
+    @fails_task_load
+    def hook(dataset: Any) -> Any:
+        return _bench_docs(dataset, record.task, record.name)
 
-
-@fails_task_load
-def threedsr_docs(dataset: Any) -> Any:
-    return _bench_docs(dataset, "edct_bench_3dsr", "3dsr")
+    hook.__name__ = hook.__qualname__ = name
+    hook.__doc__ = f"``process_docs`` of ``{record.task}``: the {record.label} documents."
+    return hook
 
 
 def sample_of(doc: dict[str, Any], image_ref: str, notes: dict[str, str] | None = None) -> SampleInput:

@@ -26,7 +26,7 @@ from typing import Any
 
 from edct_task.core.errors import UserError
 from edct_task.core.records import SampleRecord
-from edct_task.lmms.tasks import requested_tasks, tasks_of_records
+from edct_task.lmms.tasks import requested_tasks, task_folders, tasks_of_records
 from edct_task.run.log import LmmsRunBlock, RunLog
 
 
@@ -85,8 +85,8 @@ def setup_of(log: RunLog, run_dir: Path) -> dict[str, Any]:
     target = log.config.backends.get("target") or {}
     return {
         "roles": roles,
-        "protocol": log.config.protocol,
-        "verification": log.config.verification,
+        "protocol": log.config.protocol.model_dump(mode="json"),
+        "verification": log.config.verification.model_dump(mode="json"),
         "prompt_versions": log.prompt_versions,
         "target_rendering": target.get("rendering", "multi-turn"),
         "run_dir": str(run_dir.resolve()),
@@ -134,8 +134,6 @@ def export(
     from lmms_eval.tasks import TaskManager
     from lmms_eval.utils import get_datetime_str
 
-    from task_configs import TASK_DIR
-
     target = dict(log.config.backends.get("target") or {})
     domains = sorted({r.sample.domain for r in records})
     per_task = tasks_of_records(tasks, domains)
@@ -145,7 +143,7 @@ def export(
     docs = {task: rows for task, rows in docs.items() if rows}
     names = requested_tasks(tasks) if len(docs) == len(per_task) else list(docs)
     replay = Replay(docs, {r.sample.id: r for r in records}, setup_of(log, run_dir))
-    manager = TaskManager("WARNING", include_path=str(TASK_DIR), include_defaults=False)
+    manager = TaskManager("WARNING", include_path=task_folders(), include_defaults=False)
     with replaying(replay):
         results = simple_evaluate(
             model=replay_model(),
@@ -181,7 +179,42 @@ def export(
     if log_samples and samples:
         for task_name in results["configs"]:
             tracker.save_results_samples(task_name=task_name, samples=samples[task_name])
+    logged = {t: len(samples[t]) for t in results["configs"]} if log_samples and samples else {}
+    written_whole(tracker, logged)
     return results
+
+
+class ExportWriteError(OSError):
+    """lmms-eval's files of an export did not read back whole (a full disk: its tracker logs the
+    write error and goes on)."""
+
+
+def written_whole(tracker: Any, sample_lines: dict[str, int]) -> None:
+    """Read back what ``tracker`` wrote: the results file must parse and each task's sample log hold
+    ``sample_lines`` lines; else the files of this export are removed and ``ExportWriteError`` raised
+    (lmms-eval's ``EvaluationTracker`` swallows a failed write and leaves empty or cut files)."""
+    folder = Path(tracker.output_path) / tracker.general_config_tracker.model_name_sanitized
+    date_id = getattr(tracker, "date_id", None)
+    files = [folder / f"{date_id}_results.json"] + [
+        folder / f"{date_id}_samples_{task}.jsonl" for task in sample_lines
+    ]
+    try:
+        if date_id is None:
+            raise ValueError("no results file was written")
+        json.loads(files[0].read_text(encoding="utf-8"))
+        for task, n in sample_lines.items():
+            with (folder / f"{date_id}_samples_{task}.jsonl").open(encoding="utf-8") as f:
+                lines = [json.loads(line) for line in f]
+            if len(lines) != n:
+                raise ValueError(f"the {task} sample log holds {len(lines)} of {n} lines")
+    except (OSError, ValueError) as exc:
+        for path in files:
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+        why = " ".join(str(exc).split()) or type(exc).__name__
+        raise ExportWriteError(
+            f"lmms-eval's files could not be written whole under {folder} ({why}; is the disk full?)"
+        ) from None
 
 
 # ----------------------------------------------------------------------------- the export's process
@@ -260,7 +293,11 @@ WARM_MODULES = (
 def serve() -> int:
     """The child of :class:`ExportProcess`: import, wait for the job, export, print the tables."""
     import gc
+    import signal
 
+    # Ctrl-C reaches the whole process group: the parent stops this child (closes its stdin or
+    # kills it), so the child never prints a KeyboardInterrupt traceback of its own
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     for name in WARM_MODULES:
         with contextlib.suppress(Exception):  # lmms-eval's optional extras; the export says what fails
             importlib.import_module(name)

@@ -6,7 +6,7 @@ as ``edct run`` (``SampleRun``), answers every non-target request (extractor, ju
 verification) through the stage-cached ``Dispatcher`` the runner's composition root builds, and
 hands lmms-eval the next target turn. When the protocol returns its record, the final response is
 the record as a JSON string (``{…``); ``process_results`` appends it to the EDCT run folder
-(``settings.RunFolder``) and scores it.
+(``run.folder.RunFolder``) and scores it.
 
 lmms-eval 0.7.3's agentic loop sends every round, to chat and simple models alike, as a fresh
 single user turn built from one text and the images: the answer → why history is quoted in the

@@ -7,8 +7,10 @@
 
 lmms-eval calls ``manifests()`` while it builds its model registry (on ``import lmms_eval.models``,
 which ``lmms_eval.evaluator`` imports, before any ``TaskManager`` exists). That call is the only
-early hook a plugin gets, so besides returning the model manifest it adds this package's task folder to every
-``TaskManager`` built afterwards: ``lmms-eval --tasks edct_bench`` works without ``--include_path``.
+early hook a plugin gets, so besides returning the model manifest it adds this package's task folders to every
+``TaskManager`` built afterwards (``task_configs/``, and the YAMLs of domains registered outside the
+repository: ``edct_task.lmms.tasks.task_folders``): ``lmms-eval --tasks edct_bench`` works without
+``--include_path``.
 If a future lmms-eval no longer lets it do that, it says so and prints the ``--include_path`` form.
 """
 
@@ -95,22 +97,70 @@ def _patch(tasks_module: Any) -> bool:
         return False
     if getattr(original, _PATCHED, False):
         return True
-    folder = task_dir()
 
     @functools.wraps(original)
     def initialize_tasks(self: Any, include_path: Any = None, include_defaults: bool = True) -> Any:
+        from edct_task.lmms.tasks import task_folders
+
         paths = (
             []
             if include_path is None
             else ([include_path] if isinstance(include_path, str) else list(include_path))
         )
-        if not any(str(p).rstrip("/") == folder for p in paths):
-            paths.append(folder)
+        given = {str(p).rstrip("/") for p in paths}
+        paths += [folder for folder in task_folders() if folder not in given]
+        loop_preflight()  # lmms-eval's CLI builds its TaskManager before it loads the model
         return original(self, include_path=paths, include_defaults=include_defaults)
 
     setattr(initialize_tasks, _PATCHED, True)
     manager.initialize_tasks = initialize_tasks  # type: ignore[union-attr]
     return True
+
+
+def loop_preflight() -> None:
+    """``lmms-eval --model M --tasks <an EDCT task>`` on a machine where ``M`` cannot run (a CUDA
+    default without a CUDA device: ``lmms_eval_target.cuda_problem``) stops here, before lmms-eval
+    loads the model, in one line and with exit code 2: lmms-eval itself would load it, fail on
+    every request, print a traceback and exit 0. Only lmms-eval's own command line is checked."""
+    if not _lmms_eval_command():
+        return
+    from edct_task.lmms.documents import TaskLoadError
+    from edct_task.lmms.settings import lmms_cli
+    from edct_task.lmms.tasks import edct_tasks, requested_tasks
+
+    cli = lmms_cli()
+    if not cli.get("model") or not set(requested_tasks(cli.get("tasks", ""))) & set(edct_tasks()):
+        return
+    from lmms_eval.models import get_model
+
+    from model_adapters.lmms_eval_target import cuda_problem
+
+    try:
+        cls = get_model(cli["model"])
+    except Exception:  # an unknown model: lmms-eval says so itself
+        return
+    problem = cuda_problem(cls, cli["model"], cli.get("model_args", ""), _cli_device())
+    if problem is not None:
+        message = f"edct: {problem}"
+        print(message, file=sys.stderr, flush=True)
+        raise TaskLoadError(message)
+
+
+def _lmms_eval_command() -> bool:
+    """Whether this process is lmms-eval's command line (``lmms-eval …`` or ``python -m lmms_eval``)."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    return getattr(spec, "name", "") in ("lmms_eval.__main__", "lmms_eval") or (
+        bool(sys.argv) and sys.argv[0].rsplit("/", 1)[-1] == "lmms-eval"
+    )
+
+
+def _cli_device() -> str | None:
+    import argparse
+
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--device", default=None)
+    return parser.parse_known_args(sys.argv[1:])[0].device
 
 
 def _warn(why: str) -> None:
@@ -181,7 +231,7 @@ def _lmms_base() -> type:
 
 
 class EdctReference(_lmms_base()):  # type: ignore[misc]
-    """``--model edct_reference --model_args behavior=faithful|prior|stale|mixed:P[,latency_s=S]``.
+    """``--model edct_reference --model_args behavior=faithful|prior|stale|mixed:P[:seed=N][,latency_s=S]``.
 
     The calibration world's reference VLM as an lmms-eval chat model. ``latency_s`` sleeps once
     per ``generate_until`` call (per batch, like a batched server) to simulate a remote model.

@@ -3,7 +3,7 @@
 Non-target roles come from an EDCT config file (``$EDCT_CONFIG``; default: the calibration
 roles) and are built by the runner's composition root (``run.runner.compose``), so the call
 log, the gate and the stage cache behave as in every other run. Each finished document is
-appended to an ordinary EDCT run folder (``RunFolder``: ``samples.jsonl``, ``images/``, and
+appended to an ordinary EDCT run folder (``run.folder.RunFolder``: ``samples.jsonl``, ``images/``, and
 ``results.json`` once lmms-eval aggregates): ``$EDCT_OUTPUT_DIR``, else ``edct/`` inside
 lmms-eval's ``--output_path``, else ``run/`` in the work folder (``$EDCT_WORK_DIR``).
 """
@@ -16,18 +16,18 @@ import contextlib
 import os
 import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from edct_task import prompts
 from edct_task.config import RunConfig, calibration_config
-from edct_task.core.errors import ConfigError
-from edct_task.core.records import SINGLE_TURN_QUOTED, SampleRecord
-from edct_task.engine.stage_cache import CacheSchemaError, ImageStore, StageCache
-from edct_task.run.outputs import RESULTS_FILE, SAMPLES_FILE
-from edct_task.run.runner import Engine, compose, place_images, run_log, write_outputs
+from edct_task.core.records import SINGLE_TURN_QUOTED
+from edct_task.engine.stage_cache import ImageStore, StageCache
+from edct_task.run.folder import RunFolder, open_host_run
+from edct_task.run.log import RunData
+from edct_task.run.runner import Engine
+from edct_task.run.sharding import shard_from_env
 from edct_task.run.workspace import check_writable
 from model_adapters.secrets import is_secret_name
 
@@ -39,6 +39,8 @@ ENV_OUTPUT_DIR = "EDCT_OUTPUT_DIR"
 """The EDCT run folder of an lmms-eval run (default ``<--output_path>/edct``, else ``<work dir>/run``)."""
 
 DEFAULT_WORK_DIR = Path("runs/edct-lmms")
+LOOP_RUN_FOLDER = "edct"
+"""The EDCT run folder inside lmms-eval's ``--output_path`` (both commands put it there)."""
 LOOP_DRIVER = "lmms-eval agentic loop"
 
 
@@ -60,55 +62,6 @@ def hook_config() -> RunConfig:
 
         return load_preset(path)  # a file, or a shipped preset's name
     return calibration_config(output_dir=DEFAULT_WORK_DIR)
-
-
-@dataclass
-class RunFolder:
-    """The EDCT run folder of the loop path: records appended as lmms-eval scores them, the run
-    log written from them when lmms-eval aggregates (``finish``)."""
-
-    path: Path
-    config: RunConfig
-    images: ImageStore
-    target: dict[str, Any]
-    started: float = field(default_factory=time.perf_counter)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _finished: list[str] = field(default_factory=list, repr=False)
-
-    def append(self, record: SampleRecord) -> None:
-        """One finished document: its line in ``samples.jsonl`` and its images in ``images/``."""
-        line = (record.model_dump_json() + "\n").encode("utf-8")
-        with self._lock:
-            place_images(self.path, [record], self.images)
-            fd = os.open(self.path / SAMPLES_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, line)  # one write per line: ranks sharing the folder never interleave
-            finally:
-                os.close(fd)
-
-    def finish(self, ids: list[str], calls: dict[str, Any]) -> None:
-        """Write ``samples.jsonl`` (the last record of every id in ``ids`` and of the ids finished
-        before in this process, in that order) and ``results.json``."""
-        from edct_task.run.outputs import load_records
-
-        with self._lock:
-            self._finished.extend(i for i in ids if i not in self._finished)
-            latest = {r.sample.id: r for r in load_records(self.path / SAMPLES_FILE)}
-            records = [latest[i] for i in self._finished if i in latest]
-            log = run_log(
-                self.config,
-                records,
-                data={"source": "lmms-eval", "tasks": lmms_cli().get("tasks")},
-                backends={"target": self.target},
-                roles={
-                    "target": self.target,
-                    **{r: s.as_dict() for r, s in self.config.role_specs().items() if r != "target"},
-                },
-                usage={},
-                calls=calls,
-                wall_seconds=time.perf_counter() - self.started,
-            )
-            write_outputs(self.path, records, log, self.images)
 
 
 @dataclass
@@ -181,7 +134,7 @@ def run_folder(work_dir: Path) -> Path:
     if env:
         return Path(env).resolve()
     output = lmms_cli().get("output_path")
-    return (Path(output) / "edct").resolve() if output else work_dir / "run"
+    return (Path(output) / LOOP_RUN_FOLDER).resolve() if output else work_dir / "run"
 
 
 def build_settings(config: RunConfig) -> Settings:
@@ -200,22 +153,19 @@ def build_settings(config: RunConfig) -> Settings:
         file=sys.stderr,
         flush=True,
     )
-    stack = contextlib.ExitStack()
-    try:
-        cache = stack.enter_context(StageCache(work_dir))
-        images = ImageStore(work_dir)
-        engine = stack.enter_context(
-            compose(config, cache, images, require_target=False, progress=False, run_name=out.name)
-        )
-    except CacheSchemaError as exc:
-        stack.close()
-        raise ConfigError(str(exc)) from None
-    except ConfigError as exc:
-        stack.close()
-        source = os.environ.get(ENV_CONFIG) or "the built-in calibration roles"
-        raise ConfigError(
-            f"EDCT roles for the lmms-eval task (from {source}, set ${ENV_CONFIG}): {exc}"
-        ) from None
+    rank = shard_from_env()
+    source = os.environ.get(ENV_CONFIG) or "the built-in calibration roles"
+    target = loop_target()
+    host = open_host_run(
+        config,
+        work_dir,
+        out,
+        target=target,
+        source="lmms-eval",
+        roles_from=f"the lmms-eval task's, from {source}; set ${ENV_CONFIG}",
+        option=f"${ENV_OUTPUT_DIR}, or another --output_path",
+        owner=rank is None or rank.is_main,  # one live run per folder (ranks of one run share it)
+    )
     needed = rounds_needed(config.protocol.k)
     if needed > 12:
         print(
@@ -224,8 +174,9 @@ def build_settings(config: RunConfig) -> Settings:
             file=sys.stderr,
             flush=True,
         )
-    (out / RESULTS_FILE).unlink(missing_ok=True)  # this run's log is written when it aggregates
-    return Settings(config, engine, work_dir, RunFolder(out, config, images, loop_target()), stack)
+    data = RunData(source="lmms-eval", tasks=lmms_cli().get("tasks"))
+    folder = RunFolder(out, config, host.images, target, data)
+    return Settings(config, host.engine, work_dir, folder, host.stack)
 
 
 _BUILT: dict[tuple[str | None, ...], Settings] = {}

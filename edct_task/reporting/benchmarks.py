@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from edct_task.run.lmms_results import ResultsFile, TaskEntry
+from edct_task.scoring.metrics import PRIMARY
 
 UNKNOWN_JUDGE = "unknown"
 
@@ -46,7 +47,7 @@ KNOWN_BENCHMARKS: dict[str, BenchmarkSpec] = {
     "mmlu_pro": BenchmarkSpec("MMLU-Pro", "exact_match,flexible-extract", 1.0),
 }
 
-EDCT_METRIC = "ccs_binary"
+EDCT_METRIC = PRIMARY.name
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ from typing import Any
 
 from edct_task.reporting.sources import Collection, EdctRun
 from edct_task.reporting.tables import MISSING, Table
-from edct_task.scoring.compare import PAIRED_METRICS, holm, p_text, pair_records, paired_summary
+from edct_task.scoring.compare import holm, p_text, pair_records, paired_metrics, paired_summary
+from edct_task.scoring.metrics import PRIMARY, metric_row
 
 RESAMPLES = 10_000
 SEED = 0
@@ -45,14 +46,14 @@ def difference_rows(collection: Collection) -> list[dict[str, Any]]:
         for a, b in combinations(runs, 2):
             row: dict[str, Any] = {"setup_id": setup_id, "a": labels[id(a)], "b": labels[id(b)]}
             row["a_source"], row["b_source"] = a.source, b.source
-            for metric in PAIRED_METRICS:
+            for metric in paired_metrics():
                 paired = pair_records(a.records, b.records, metric)
                 row[metric] = {
                     **paired_summary(paired, metric, n_resamples=RESAMPLES, seed=SEED),
                     "dropped": paired.dropped,
                 }
             rows.append(row)
-    for metric in PAIRED_METRICS:
+    for metric in paired_metrics():
         for row, adjusted in zip(rows, holm([r[metric]["p"] for r in rows]), strict=True):
             row[metric]["p_holm"] = float(adjusted)
     return rows
@@ -68,8 +69,8 @@ def differences_table(rows: list[dict[str, Any]]) -> Table:
     """The rows as a report table (Markdown, CSV, LaTeX)."""
     columns = ["Setup", "A", "B", "Items"]
     csv_columns = ["setup_id", "a", "b"]
-    for metric, name in zip(PAIRED_METRICS, ("CCS_binary", "CCS_graded"), strict=True):
-        columns += [f"{name} A − B [95% CI]", "p", "p (Holm)"]
+    for metric in paired_metrics():
+        columns += [f"{metric_row(metric).label} A − B [95% CI]", "p", "p (Holm)"]
         csv_columns += [f"{metric}_{k}" for k in ("difference", "low", "high", "p", "p_holm", "n_paired")]
     t = Table(
         "differences",
@@ -79,9 +80,9 @@ def differences_table(rows: list[dict[str, Any]]) -> Table:
         csv_columns=csv_columns,
     )
     for r in rows:
-        display = [r["setup_id"], r["a"], r["b"], str(r["ccs_binary"]["n_paired"])]
+        display = [r["setup_id"], r["a"], r["b"], str(r[PRIMARY.name]["n_paired"])]
         raw: list[Any] = [r["setup_id"], r["a"], r["b"]]
-        for metric in PAIRED_METRICS:
+        for metric in paired_metrics():
             m = r[metric]
             display += [_cell(m), p_text(m["p"], m["test"], m["n_resamples"]), p_text(m["p_holm"], "", 0)]
             raw += [m["difference"], m["low"], m["high"], m["p"], m["p_holm"], m["n_paired"]]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from edct_task.engine.files import atomic_write
+from edct_task.scoring.metrics import GRADED, PRIMARY
 
 MIN_MODELS_FOR_CORRELATION = 3
 PANEL_WIDTH = 4.2
@@ -171,8 +172,8 @@ def draw_figure5(panels: Sequence[Panel], correlations: dict[tuple[str, str], di
             yb = [p.ccs_binary for p in panel.points if p.ccs_binary is not None]
             xg = [p.x for p in panel.points if p.ccs_graded is not None]
             yg = [p.ccs_graded for p in panel.points if p.ccs_graded is not None]
-            cb = correlations.get((panel.task, "ccs_binary"), {})
-            cg = correlations.get((panel.task, "ccs_graded"), {})
+            cb = correlations.get((panel.task, PRIMARY.name), {})
+            cg = correlations.get((panel.task, GRADED.name), {})
             ax.scatter(xb, yb, s=36, color=BINARY_COLOUR, zorder=3, label=f"CCS_binary ({_corr_text(cb)})")
             ax.scatter(
                 xg,

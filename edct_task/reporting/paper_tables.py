@@ -10,17 +10,22 @@ from edct_task.reporting.benchmarks import BenchmarkScore
 from edct_task.reporting.setup import setup_label
 from edct_task.reporting.sources import Collection, EdctRun, ModelResults
 from edct_task.reporting.tables import MISSING, Table, fmt, interval_cell, interval_raw
-from edct_task.scoring.metrics import CCS_BINARY, CCS_GRADED, POSITIONS, ac_name, ef_name
+from edct_task.scoring.metrics import family, metrics
+from edct_task.scoring.results import MetricValue
 from edct_task.scoring.statistics import mean_sd
 
-TABLE1_METRICS = (
-    *(pair for k in POSITIONS for pair in ((f"AC k={k}", ac_name(k)), (f"EF k={k}", ef_name(k)))),
-    ("CCS_binary", CCS_BINARY),
-    ("CCS_graded", CCS_GRADED),
-)
-ALL_METRICS = tuple(m for _, m in TABLE1_METRICS)
 COUNT_COLUMNS = ("scored", "excluded", "unscored", "error")
-CCS_METRICS = (("CCS_binary", CCS_BINARY), ("CCS_graded", CCS_GRADED))
+
+
+def table1_metrics() -> tuple[tuple[str, str], ...]:
+    """(label, name) of every metric in the paper's Table 1 order: the rates (AC/EF per k), then
+    the scores (CCS), from the metric table."""
+    return tuple((m.label, m.name) for m in (*family("rate"), *family("score")))
+
+
+def ccs_metrics() -> tuple[tuple[str, str], ...]:
+    """(label, name) of the score metrics (CCS_binary, CCS_graded, …): the CCS tables' columns."""
+    return tuple((m.label, m.name) for m in family("score"))
 
 
 def run_label(model: ModelResults, run: EdctRun) -> str:
@@ -35,12 +40,12 @@ def table1(collection: Collection) -> Table:
     t = Table(
         "table1",
         "Table 1: EDCT scores per model (95% CIs: percentile bootstrap for CCS, Wilson for AC/EF)",
-        ["Model", "Benchmark", "Setup", *(c for c, _ in TABLE1_METRICS), *COUNT_COLUMNS, "Flags"],
+        ["Model", "Benchmark", "Setup", *(c for c, _ in table1_metrics()), *COUNT_COLUMNS, "Flags"],
         csv_columns=[
             "model",
             "benchmark",
             "setup_id",
-            *(f"{m}_{part}" for _, m in TABLE1_METRICS for part in ("estimate", "low", "high", "n")),
+            *(f"{m}_{part}" for _, m in table1_metrics() for part in ("estimate", "low", "high", "n")),
             *COUNT_COLUMNS,
             "source",
             "flags",
@@ -50,20 +55,20 @@ def table1(collection: Collection) -> Table:
         if not model.edct:
             flags = "; ".join(model.flags)
             t.add(
-                [model.name, MISSING, MISSING, *(MISSING for _ in TABLE1_METRICS), *(MISSING,) * 4, flags],
-                [model.name, "", "", *([""] * 4 * len(TABLE1_METRICS)), *([""] * 4), "", flags],
+                [model.name, MISSING, MISSING, *(MISSING for _ in table1_metrics()), *(MISSING,) * 4, flags],
+                [model.name, "", "", *([""] * 4 * len(table1_metrics())), *([""] * 4), "", flags],
             )
             continue
         for run in model.edct:
-            overall = run.summary["overall"]
-            counts = overall.get("counts", {})
+            overall = run.summary.overall
+            counts = overall.counts.known()
             flags = "; ".join(run.flags)
             t.add(
                 [
                     run_label(model, run),
                     run.task,
                     run.setup_id,
-                    *(interval_cell(overall["metrics"].get(m)) for _, m in TABLE1_METRICS),
+                    *(interval_cell(overall.metric(m)) for _, m in table1_metrics()),
                     *(str(counts.get(c, MISSING)) for c in COUNT_COLUMNS),
                     flags,
                 ],
@@ -71,7 +76,7 @@ def table1(collection: Collection) -> Table:
                     model.name,
                     run.task,
                     run.setup_id,
-                    *(x for _, m in TABLE1_METRICS for x in interval_raw(overall["metrics"].get(m))),
+                    *(x for _, m in table1_metrics() for x in interval_raw(overall.metric(m))),
                     *(counts.get(c, "") for c in COUNT_COLUMNS),
                     run.metric_source,
                     flags,
@@ -89,12 +94,12 @@ def table2(collection: Collection) -> Table:
     t = Table(
         "table2",
         "Table 2: the same target under different judge × editor setups",
-        ["Model", "Judge / editor / extractor / k / τ", "Setup", "CCS_binary", "CCS_graded", "Runs"],
+        ["Model", "Judge / editor / extractor / k / τ", "Setup", *(c for c, _ in ccs_metrics()), "Runs"],
         csv_columns=[
             "model",
             "setup_label",
             "setup_id",
-            *(f"{m}_{p}" for _, m in CCS_METRICS for p in ("estimate", "low", "high", "n")),
+            *(f"{m}_{p}" for _, m in ccs_metrics() for p in ("estimate", "low", "high", "n")),
             "runs",
         ],
     )
@@ -109,14 +114,14 @@ def table2(collection: Collection) -> Table:
                     model.name,
                     setup_label(runs[0].setup),
                     sid,
-                    *(interval_cell(metrics.get(m)) for _, m in CCS_METRICS),
+                    *(interval_cell(metrics.get(m)) for _, m in ccs_metrics()),
                     str(len(runs)),
                 ],
                 [
                     model.name,
                     setup_label(runs[0].setup),
                     sid,
-                    *(x for _, m in CCS_METRICS for x in interval_raw(metrics.get(m))),
+                    *(x for _, m in ccs_metrics() for x in interval_raw(metrics.get(m))),
                     len(runs),
                 ],
             )
@@ -132,12 +137,12 @@ def table3(collection: Collection) -> Table:
     t = Table(
         "table3",
         "Table 3: CCS per domain (95% percentile-bootstrap CIs)",
-        ["Model", "Domain", "CCS_binary", "CCS_graded", "Scored", "Excluded", "Unscored"],
+        ["Model", "Domain", *(c for c, _ in ccs_metrics()), "Scored", "Excluded", "Unscored"],
         csv_columns=[
             "model",
             "setup_id",
             "domain",
-            *(f"{m}_{p}" for _, m in CCS_METRICS for p in ("estimate", "low", "high", "n")),
+            *(f"{m}_{p}" for _, m in ccs_metrics() for p in ("estimate", "low", "high", "n")),
             "scored",
             "excluded",
             "unscored",
@@ -145,15 +150,15 @@ def table3(collection: Collection) -> Table:
     )
     for model in collection.models.values():
         for run in model.edct:
-            if not run.summary.get("per_domain"):
+            if not run.summary.per_domain:
                 continue
-            for domain, block in sorted(run.summary["per_domain"].items()):
-                c = block.get("counts", {})
+            for domain, block in sorted(run.summary.per_domain.items()):
+                c = block.counts.known()
                 t.add(
                     [
                         run_label(model, run),
                         domain,
-                        *(interval_cell(block["metrics"].get(m)) for _, m in CCS_METRICS),
+                        *(interval_cell(block.metric(m)) for _, m in ccs_metrics()),
                         str(c.get("scored", MISSING)),
                         str(c.get("excluded", MISSING)),
                         str(c.get("unscored", MISSING)),
@@ -162,13 +167,13 @@ def table3(collection: Collection) -> Table:
                         model.name,
                         run.setup_id,
                         domain,
-                        *(x for _, m in CCS_METRICS for x in interval_raw(block["metrics"].get(m))),
+                        *(x for _, m in ccs_metrics() for x in interval_raw(block.metric(m))),
                         c.get("scored", ""),
                         c.get("excluded", ""),
                         c.get("unscored", ""),
                     ],
                 )
-    without = [m.name for m in collection.models.values() for r in m.edct if not r.summary.get("per_domain")]
+    without = [m.name for m in collection.models.values() for r in m.edct if not r.summary.per_domain]
     if without:
         t.notes.append("No per-domain numbers (no sample records) for: " + ", ".join(sorted(set(without))))
     return t
@@ -190,12 +195,8 @@ def stability_rows(collection: Collection) -> list[Stability]:
             if len(runs) < 2:
                 continue
             values = {
-                m: [
-                    r.summary["overall"]["metrics"][m]["estimate"]
-                    for r in runs
-                    if r.summary["overall"]["metrics"].get(m, {}).get("estimate") is not None
-                ]
-                for m in ALL_METRICS
+                m: [v for r in runs if (v := r.summary.overall.estimate(m)) is not None]
+                for m in (row.name for row in metrics())
             }
             out.append(
                 Stability(model.name, sid, len(runs), values, {m: mean_sd(v) for m, v in values.items() if v})
@@ -208,17 +209,17 @@ def table5(collection: Collection) -> Table:
     t = Table(
         "table5",
         "Table 5: repeated runs of one setup, mean ± SD over runs",
-        ["Model", "Setup", "Runs", *(c for c, _ in TABLE1_METRICS)],
+        ["Model", "Setup", "Runs", *(c for c, _ in table1_metrics())],
         csv_columns=[
             "model",
             "setup_id",
             "runs",
-            *(f"{m}_{p}" for _, m in TABLE1_METRICS for p in ("mean", "sd")),
+            *(f"{m}_{p}" for _, m in table1_metrics() for p in ("mean", "sd")),
         ],
     )
     for s in stability_rows(collection):
         cells, raw = [], []
-        for _, m in TABLE1_METRICS:
+        for _, m in table1_metrics():
             if m in s.mean_sd:
                 mean, sd = s.mean_sd[m]
                 cells.append(f"{mean:.4f} ± {sd:.4f}")
@@ -243,20 +244,16 @@ def setup_groups(runs: Sequence[EdctRun]) -> dict[str, list[EdctRun]]:
     return out
 
 
-def pooled_metrics(runs: Sequence[EdctRun]) -> dict[str, dict[str, Any]]:
-    """One run: its metrics with CIs. Several: the mean of their estimates (no interval)."""
+def pooled_metrics(runs: Sequence[EdctRun]) -> dict[str, MetricValue]:
+    """One run: its metrics with CIs. Several: the mean of their estimates (no interval; ``n``
+    the runs that have one)."""
     if len(runs) == 1:
-        return dict(runs[0].summary["overall"]["metrics"])
+        return dict(runs[0].summary.overall.metrics)
     out = {}
-    for m in ALL_METRICS:
-        values = [r.summary["overall"]["metrics"].get(m, {}).get("estimate") for r in runs]
-        values = [v for v in values if v is not None]
-        out[m] = {
-            "estimate": sum(values) / len(values) if values else None,
-            "low": None,
-            "high": None,
-            "n": len(values),
-        }
+    for m in (row.name for row in metrics()):
+        values = [v for r in runs if (v := r.summary.overall.estimate(m)) is not None]
+        mean = sum(values) / len(values) if values else None
+        out[m] = MetricValue(estimate=mean, low=None, high=None, n=len(values), method=None)
     return out
 
 
@@ -268,7 +265,7 @@ def primary_runs(model: ModelResults) -> list[EdctRun]:
     return max(groups.values(), key=len)
 
 
-def primary_metrics(model: ModelResults) -> tuple[dict[str, dict[str, Any]], str]:
+def primary_metrics(model: ModelResults) -> tuple[dict[str, MetricValue], str]:
     runs = primary_runs(model)
     if not runs:
         return {}, ""
@@ -302,19 +299,19 @@ def benchmark_table(collection: Collection) -> Table:
         "ccs_vs_benchmarks",
         "CCS beside other benchmarks (each normalised to [0, 1]; a score reported on another scale "
         "shows its original value in brackets, e.g. 0.453 (45.3 of 100))",
-        ["Model", "CCS_binary", "CCS_graded", *(d for _, d in benches), "Flags"],
+        ["Model", *(c for c, _ in ccs_metrics()), *(d for _, d in benches), "Flags"],
         csv_columns=[
             "model",
-            *(f"{m}_{p}" for _, m in CCS_METRICS for p in ("estimate", "low", "high")),
+            *(f"{m}_{p}" for _, m in ccs_metrics() for p in ("estimate", "low", "high")),
             *(f"{task}_{p}" for task, _ in benches for p in ("score", "raw", "scale", "metric", "source")),
             "flags",
         ],
     )
     for model in collection.models.values():
         metrics, _ = primary_metrics(model)
-        cells = [model.name, *(interval_cell(metrics.get(m)) for _, m in CCS_METRICS)]
+        cells = [model.name, *(interval_cell(metrics.get(m)) for _, m in ccs_metrics())]
         raw: list[Any] = [model.name]
-        for _, m in CCS_METRICS:
+        for _, m in ccs_metrics():
             raw += interval_raw(metrics.get(m))[:3]
         for task, _ in benches:
             score: BenchmarkScore | None = model.benchmarks.get(task)

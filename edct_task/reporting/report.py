@@ -9,12 +9,18 @@
                       "high", "p", "p_holm", "test", "n_paired", "dropped"}, "ccs_graded": {...}}],
      "correlations": [{"benchmark", "metric", "spearman", "kendall", "n_models", "models", "source"}],
      "setups": [{"id", "label", "setup", "runs": [{"model", "source", "seed"}]}],
+     "unreliable": [{"model", "source", "reasons"}],
      "tables": {name: [files]}, "figures": [files], "inputs": [...], "notes": [...]}
+
+A run whose known-answer controls put a text role below the bar (``scoring.controls``) is
+*unreliable*: ``report.md`` opens with an **UNRELIABLE RUN** notice naming it and its reasons, and
+the ``controls`` table lists every run's controls (role, judge, n, correct, accuracy, 95% CI). A
+run made before controls has no ``controls`` block: "controls: not run", not unreliable.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +32,9 @@ from edct_task.reporting.figures import Panel, Point, figure5, rank_correlation
 from edct_task.reporting.setup import setup_label
 from edct_task.reporting.sources import BundleReader, Collection, collect
 from edct_task.reporting.tables import Table, to_csv, to_latex, to_markdown
-from edct_task.scoring.health import REASONS, WARN_RATE, judge_health
+from edct_task.scoring.controls import controls_rows, controls_status
+from edct_task.scoring.health import REASONS, SIGNALS, WARN_RATE, judge_health, signal_summary
+from edct_task.scoring.metrics import GRADED, PRIMARY
 from edct_task.text_safety import md_cell, reveal_line
 
 REPORT_JSON = "report.json"
@@ -43,13 +51,17 @@ def correlations_and_panels(collection: Collection) -> tuple[list[dict[str, Any]
         for key, model in collection.models.items():
             score = model.benchmarks.get(task)
             metrics = ccs[key]
-            b = (metrics.get("ccs_binary") or {}).get("estimate")
-            g = (metrics.get("ccs_graded") or {}).get("estimate")
+            b = None if (v := metrics.get(PRIMARY.name)) is None else v.estimate
+            g = None if (v := metrics.get(GRADED.name)) is None else v.estimate
             if score is not None and (b is not None or g is not None):
                 points.append(Point(model.name, score.score, b, g))
-        for metric in ("ccs_binary", "ccs_graded"):
-            pts = [p for p in points if getattr(p, metric) is not None]
-            c = rank_correlation([p.x for p in pts], [getattr(p, metric) for p in pts])
+        series: tuple[tuple[str, Callable[[Point], float | None]], ...] = (
+            (PRIMARY.name, lambda p: p.ccs_binary),
+            (GRADED.name, lambda p: p.ccs_graded),
+        )
+        for metric, value in series:
+            pts = [p for p in points if value(p) is not None]
+            c = rank_correlation([p.x for p in pts], [value(p) for p in pts])  # type: ignore[misc]
             correlations.append(
                 {
                     "benchmark": task,
@@ -69,21 +81,21 @@ def correlations_and_panels(collection: Collection) -> tuple[list[dict[str, Any]
 def _model_json(model: Any) -> dict[str, Any]:
     metrics, source = paper_tables.primary_metrics(model)
     runs = paper_tables.primary_runs(model)
-    per_domain = runs[0].summary.get("per_domain", {}) if len(runs) == 1 else {}
-    counts = runs[0].summary["overall"].get("counts", {}) if len(runs) == 1 else {}
+    per_domain = runs[0].summary.per_domain if len(runs) == 1 else {}
+    counts = runs[0].summary.overall.counts.known() if len(runs) == 1 else {}
     return {
         "name": model.name,
         "key": model.key,
         "flags": model.flags,
-        "edct": {m: {**v, "source": source} for m, v in metrics.items()},
+        "edct": {m: {**v.model_dump(), "source": source} for m, v in metrics.items()},
         "counts": counts,
         "per_domain": {
             d: {
                 **{
-                    m: {**v, "source": f"{runs[0].metric_source} [per_domain.{d}]"}
-                    for m, v in b["metrics"].items()
+                    m: {**v.model_dump(), "source": f"{runs[0].metric_source} [per_domain.{d}]"}
+                    for m, v in b.metrics.items()
                 },
-                "counts": b.get("counts", {}),
+                "counts": b.counts.known(),
             }
             for d, b in per_domain.items()
         },
@@ -94,11 +106,14 @@ def _model_json(model: Any) -> dict[str, Any]:
                 "task": r.task,
                 "setup_id": r.setup_id,
                 "seed": r.seed,
-                "metrics": r.summary["overall"]["metrics"],
-                "counts": r.summary["overall"].get("counts", {}),
+                "metrics": {m: v.model_dump() for m, v in r.summary.overall.metrics.items()},
+                "counts": r.summary.overall.counts.known(),
                 "metric_source": r.metric_source,
                 "flags": r.flags,
                 "judge_health": judge_health(r.records),
+                "controls": r.controls,
+                "controls_status": controls_status(r.controls),
+                "unreliable": r.unreliable,
             }
             for r in model.edct
         ],
@@ -149,13 +164,26 @@ def _validation(collection: Collection) -> list[ValidationOutputs]:
 
 def judge_health_table(collection: Collection) -> Table:
     """Each run's judge health, recomputed from its records (never taken from a claimed number);
-    rates above ``scoring.health.WARN_RATE`` are marked."""
-    columns = ["Model", "Run", "Judge", "Kind", "Judgements", "Unscored", "By reason"]
+    rates above ``scoring.health.WARN_RATE`` are marked; the signals of a degenerate judge among
+    the verdicts read (``scoring.health.SIGNALS``, all identical) in the last column."""
+    columns = ["Model", "Run", "Judge", "Kind", "Judgements", "Unscored", "By reason", "Signals"]
     table = Table(
         "judge_health",
-        "Judge health: unscored judgements by reason (truncated, refused, malformed, transport)",
+        "Judge health: unscored judgements by reason (truncated, refused, malformed, transport, "
+        "echoed), and signals of a degenerate judge among those read",
         columns,
-        csv_columns=["model", "run", "judge", "kind", "n", "unscored", "rate", *REASONS],
+        csv_columns=[
+            "model",
+            "run",
+            "judge",
+            "kind",
+            "n",
+            "unscored",
+            "rate",
+            *REASONS,
+            *SIGNALS,
+            "identical",
+        ],
     )
     for model in collection.models.values():
         for run in model.edct:
@@ -172,6 +200,7 @@ def judge_health_table(collection: Collection) -> Table:
                             str(c["n"]),
                             f"{c['unscored']} ({c['rate']:.1%}){warn}",
                             reasons,
+                            signal_summary(c) or "–",
                         ],
                         [
                             model.name,
@@ -182,9 +211,130 @@ def judge_health_table(collection: Collection) -> Table:
                             c["unscored"],
                             c["rate"],
                             *(c["by_reason"].get(r, 0) for r in REASONS),
+                            *(c.get("signals", {}).get(sig, 0) for sig in SIGNALS),
+                            bool(c.get("signals", {}).get("identical")),
                         ],
                     )
     return table
+
+
+def controls_table(collection: Collection) -> Table:
+    """Every run's known-answer controls: per role and judge, n, correct, accuracy and 95% CI;
+    a run made before controls is one row saying so."""
+    columns = ["Model", "Run", "Role", "Judge", "n", "Correct", "Accuracy", "95% CI", "Bar"]
+    table = Table(
+        "controls",
+        "Known-answer controls: how each text role answered controls with a known verdict",
+        columns,
+        csv_columns=[
+            "model",
+            "run",
+            "role",
+            "judge",
+            "n",
+            "correct",
+            "accuracy",
+            "low",
+            "high",
+            "bar",
+            "status",
+        ],
+    )
+    for model in collection.models.values():
+        for run in model.edct:
+            rows = controls_rows(run.controls)
+            if not rows:
+                status = controls_status(run.controls)
+                table.add(
+                    [model.name, run.source, f"controls: {status}", "–", "–", "–", "–", "–", "–"],
+                    [model.name, run.source, None, None, None, None, None, None, None, None, status],
+                )
+                continue
+            bar = (run.controls or {}).get("bar")
+            for r in rows:
+                ci = r["ci"] or [None, None]
+                acc = "–" if r["accuracy"] is None else f"{r['accuracy']:.3f}"
+                ci_text = "–" if r["ci"] is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+                flag = " BELOW THE BAR" if r["below_bar"] else ""
+                table.add(
+                    [
+                        model.name,
+                        run.source,
+                        r["role"],
+                        r["judge"],
+                        str(r["n"]),
+                        str(r["correct"]),
+                        acc + flag,
+                        ci_text,
+                        "–" if bar is None else f"{bar:.2f}",
+                    ],
+                    [
+                        model.name,
+                        run.source,
+                        r["role"],
+                        r["judge"],
+                        r["n"],
+                        r["correct"],
+                        r["accuracy"],
+                        ci[0],
+                        ci[1],
+                        bar,
+                        "below the bar" if r["below_bar"] else "passed",
+                    ],
+                )
+    return table
+
+
+def unreliable_runs(collection: Collection) -> list[dict[str, Any]]:
+    """The unreliable runs read: model, source and the reasons (one line per role below the bar)."""
+    return [
+        {"model": model.name, "source": run.source, "reasons": run.unreliable}
+        for model in collection.models.values()
+        for run in model.edct
+        if run.unreliable
+    ]
+
+
+def unreliable_notice(unreliable: Sequence[dict[str, Any]]) -> list[str]:
+    """The Markdown notice ``report.md`` opens with when a run is unreliable (none otherwise)."""
+    if not unreliable:
+        return []
+    lines = [
+        "> **UNRELIABLE RUN**: a text role answered its known-answer controls below the bar; "
+        "the scores of these runs cannot be trusted (see the controls table).",
+        ">",
+    ]
+    for u in unreliable:
+        lines.append(f"> - `{reveal_line(u['source']).replace('`', chr(39))}` ({md_cell(u['model'])}):")
+        lines.extend(f">   - {md_cell(reason)}" for reason in u["reasons"])
+    return [*lines, ""]
+
+
+def partial_runs(collection: Collection) -> list[dict[str, Any]]:
+    """The partial runs read (``edct merge --allow-missing``): model, source and the label."""
+    return [
+        {"model": model.name, "source": run.source, "label": run.partial}
+        for model in collection.models.values()
+        for run in model.edct
+        if run.partial
+    ]
+
+
+def partial_notice(partial: Sequence[dict[str, Any]]) -> list[str]:
+    """The Markdown notice ``report.md`` opens with when a run is partial (none otherwise)."""
+    if not partial:
+        return []
+    lines = [
+        "> **PARTIAL RUN**: merged with `--allow-missing`; its numbers cover only the slices "
+        "that were run and are not comparable with complete runs.",
+        ">",
+    ]
+    for p in partial:
+        lines.append(
+            f"> - `{reveal_line(p['source']).replace('`', chr(39))}` ({md_cell(p['model'])}): "
+            f"{md_cell(p['label'])}"
+        )
+    return [*lines, ""]
 
 
 def write_report(collection: Collection, out: Path) -> dict[str, Any]:
@@ -198,6 +348,11 @@ def write_report(collection: Collection, out: Path) -> dict[str, Any]:
         paper_tables.table5(collection),
         paper_tables.benchmark_table(collection),
     ]
+    controls = controls_table(collection)
+    if any(run.controls is not None for m in collection.models.values() for run in m.edct):
+        tables.append(controls)
+    unreliable = unreliable_runs(collection)
+    partial = partial_runs(collection)
     correlations, panels = correlations_and_panels(collection)
     notes = list(collection.notes)
     for t in tables:  # an empty table is not written (Markdown, CSV, LaTeX); the note says why
@@ -217,6 +372,8 @@ def write_report(collection: Collection, out: Path) -> dict[str, Any]:
         "differences": differences,
         "correlations": correlations,
         "setups": _setups_json(collection),
+        "unreliable": unreliable,
+        "partial": partial,
         "tables": table_files,
         "figures": figures,
         "inputs": collection.inputs,
@@ -232,7 +389,7 @@ def write_report(collection: Collection, out: Path) -> dict[str, Any]:
         "notes": notes,
     }
     report_json = json_text(report, indent=2, ensure_ascii=False) + "\n"
-    md = ["# EDCT report", ""]
+    md = ["# EDCT report", "", *partial_notice(partial), *unreliable_notice(unreliable)]
     for t in tables:
         md.append(to_markdown(t))
     md.append("### Rank correlations of CCS with other benchmarks (Spearman ρ, Kendall τ; scipy.stats)")

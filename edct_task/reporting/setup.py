@@ -60,12 +60,14 @@ def setup_identity(
     prompt_versions: Mapping[str, str],
     dataset_digest: str | None,
     rendering: str = MULTI_TURN,
+    host: str | None = None,
 ) -> dict[str, Any]:
     """The normalised setup: roles without the target, protocol without seeds, thresholds, prompts,
-    and how the target received its conversations (``target_rendering``): a run whose target got
-    each request as one quoted turn is not comparable with one that got the real conversation.
-    The key is left out for ``multi-turn``, so the setup ids of runs recorded before it existed
-    (all multi-turn but lmms-eval's loop) stand."""
+    how the target received its conversations (``target_rendering``): a run whose target got
+    each request as one quoted turn is not comparable with one that got the real conversation;
+    and the evaluation host that drove the protocol when it is not edct-bench itself (``host``:
+    ``inspect_ai``, from the target identity's ``host``). Each key is left out at its default, so
+    the setup ids of runs recorded before it existed stand."""
     out = {
         "roles": {r: spec for r, spec in sorted(roles.items()) if r != "target"},
         "protocol": {k: v for k, v in sorted(protocol.items()) if k not in EXCLUDED_PROTOCOL_FIELDS},
@@ -73,7 +75,17 @@ def setup_identity(
         "prompt_versions": dict(sorted(prompt_versions.items())),
         "dataset_digest": dataset_digest,
     }
-    return out if rendering == MULTI_TURN else {**out, "target_rendering": rendering}
+    if rendering != MULTI_TURN:
+        out["target_rendering"] = rendering
+    if host is not None:
+        out["host"] = host
+    return out
+
+
+def host_of(target: Any) -> str | None:
+    """The evaluation host a run's target identity names (``roles.target.host``), or None."""
+    host = target.get("host") if isinstance(target, Mapping) else None
+    return host if isinstance(host, str) else None
 
 
 def setup_id(setup: Mapping[str, Any]) -> str:

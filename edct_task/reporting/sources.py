@@ -16,10 +16,12 @@ from typing import Any
 from edct_task.core.errors import UserError
 from edct_task.core.records import SampleRecord
 from edct_task.reporting.benchmarks import BenchmarkScore, benchmark_score, is_edct_task
-from edct_task.reporting.setup import dataset_manifest, setup_id, setup_identity, target_rendering
+from edct_task.reporting.setup import dataset_manifest, host_of, setup_id, setup_identity, target_rendering
 from edct_task.run.lmms_results import ResultsFile, ResultsFileError, find_results_files, read_results_file
+from edct_task.run.log import partial_label
 from edct_task.run.outputs import RESULTS_FILE, RunReadError, find_files, load_run, read_logged_samples
-from edct_task.scoring.metrics import METRIC_NAMES, summarise
+from edct_task.scoring.metrics import metric_names, summarise
+from edct_task.scoring.results import Counts, MetricValue, Results, ScoreBlock
 
 BUNDLE_SUFFIX = ".edct.zip"
 """Bundles inside an input folder are found by this suffix; a file given directly may be any zip."""
@@ -40,8 +42,9 @@ class EdctRun:
     model_name: str
     task: str
     """The benchmark: lmms-eval task/group (edct_bench, edct_calibration) or ``calibration``/``dataset``."""
-    summary: dict[str, Any]
-    """``edct_task.scoring.metrics.summarise`` shape: ``overall`` and ``per_domain`` blocks."""
+    summary: Results
+    """``overall`` and ``per_domain`` scores (``scoring.results``; a results table read without its
+    sample records has ``overall`` only, without intervals)."""
     setup: dict[str, Any]
     seed: int | None
     kind: str
@@ -55,10 +58,24 @@ class EdctRun:
     """The setup as an lmms-eval run recorded it (roles, protocol, verification, prompt versions)."""
     run_dir: str | None = field(default=None, repr=False)
     """lmms-eval runs: the EDCT run folder they were written with (the export's, the loop's)."""
+    controls: dict[str, Any] | None = None
+    """The run's known-answer controls block (``results.json``'s ``controls``,
+    ``scoring.controls.summarise_controls``); None for a run made before controls and for lmms-eval
+    results (they do not carry it): "controls: not run", which is not the same as unreliable."""
+    partial: str | None = None
+    """``run.log.partial_label``: the run is an ``edct merge --allow-missing`` of some slices only."""
 
     @property
     def setup_id(self) -> str:
         return setup_id(self.setup)
+
+    @property
+    def unreliable(self) -> list[str]:
+        """Why the run cannot be trusted (``scoring.controls.unreliable_reasons``); empty when its
+        controls passed, were off, or were not run."""
+        from edct_task.scoring.controls import unreliable_reasons
+
+        return unreliable_reasons(self.controls)
 
 
 @dataclass
@@ -112,9 +129,10 @@ def edct_run_from_results(
     from edct_task.run.checks import check_results
 
     try:
-        check_results(f"{source}/{RESULTS_FILE}" if kind == "edct-run" else source, results)
+        where = f"{source}/{RESULTS_FILE}" if kind == "edct-run" else source
+        check_results(where, results)
         config = results["config"]
-        summary = results["results"]
+        summary = Results.model_validate(results["results"])  # its shape was checked just now
         target = config["roles"]["target"]
     except RunReadError as exc:
         raise ReportInputError(str(exc)) from None
@@ -130,6 +148,7 @@ def edct_run_from_results(
         prompt_versions=results.get("prompt_versions", {}),
         dataset_digest=dataset_manifest(records)["digest"] if records else None,
         rendering=target_rendering(records),
+        host=host_of(target),
     )
     data = config.get("data", {})
     flags = [] if records else [f"{source}: no sample records; dataset identity unknown"]
@@ -147,25 +166,22 @@ def edct_run_from_results(
         metric_source=f"{source}: results.overall / results.per_domain (the run's own numbers)",
         records=records,
         flags=flags,
+        controls=results.get("controls") if isinstance(results.get("controls"), dict) else None,
+        partial=partial_label(results),
     )
 
 
-def claim_flags(
-    summary: Mapping[str, Any], records: list[SampleRecord], *, seed: Any, source: str
-) -> list[str]:
+def claim_flags(summary: Results, records: list[SampleRecord], *, seed: Any, source: str) -> list[str]:
     """Flags for the overall and per-domain estimates a results file claims that its own records
     do not give (estimates do not depend on the bootstrap, so a few resamples suffice)."""
     mine = summarise(records, seed=int(seed or 0), n_resamples=100)
-    blocks = [("overall", summary.get("overall") or {}, mine["overall"])]
-    blocks += [
-        (f"domain {d}", (summary.get("per_domain") or {}).get(d) or {}, block)
-        for d, block in mine["per_domain"].items()
-    ]
+    blocks = [("overall", summary.overall, mine.overall)]
+    blocks += [(f"domain {d}", summary.per_domain.get(d), block) for d, block in mine.per_domain.items()]
     flags = []
     for where, claimed, own in blocks:
-        for m in METRIC_NAMES:
-            value = ((claimed.get("metrics") or {}).get(m) or {}).get("estimate")
-            est = own["metrics"][m]["estimate"]
+        for m in metric_names():
+            value = None if claimed is None else claimed.estimate(m)
+            est = own.estimate(m)
             if (value is None) != (est is None) or (value is not None and abs(value - est) > TOLERANCE):
                 flags.append(f"{source}: {where} {m} is {value} in results.json but the records give {est}")
     return flags
@@ -192,7 +208,7 @@ def _edct_leaves(results: ResultsFile, name: str) -> list[str]:
 
 def _claimed(results: ResultsFile, task: str) -> dict[str, float | None]:
     entry = results.tasks[task]
-    return {m: entry.metrics[f"{m},none"].value for m in METRIC_NAMES if f"{m},none" in entry.metrics}
+    return {m: entry.metrics[f"{m},none"].value for m in metric_names() if f"{m},none" in entry.metrics}
 
 
 def edct_runs_from_lmms(results: ResultsFile, model_key: str, model_name: str) -> list[EdctRun]:
@@ -223,16 +239,18 @@ def edct_runs_from_lmms(results: ResultsFile, model_key: str, model_name: str) -
             # no logged samples: the results file's own numbers, without intervals
             entry = results.tasks[top]
             metrics = {
-                m: {"estimate": v.value, "low": None, "high": None, "n": None, "method": None}
-                for m in METRIC_NAMES
+                m: MetricValue(estimate=v.value, low=None, high=None, n=None, method=None)
+                for m in metric_names()
                 if (v := entry.metrics.get(f"{m},none")) is not None
             }
-            counts = {
-                c[2:]: int(v.value)
-                for c in ("n_scored", "n_excluded", "n_unscored", "n_error")
-                if (v := entry.metrics.get(f"{c},none")) is not None and v.value is not None
-            }
-            summary = {"overall": {"metrics": metrics, "counts": counts}, "per_domain": {}}
+            counts = Counts(
+                **{
+                    c[2:]: int(v.value)
+                    for c in ("n_scored", "n_excluded", "n_unscored", "n_error")
+                    if (v := entry.metrics.get(f"{c},none")) is not None and v.value is not None
+                }
+            )
+            summary = Results(overall=ScoreBlock(metrics=metrics, counts=counts))
             flags.append(
                 f"{results.path}: no logged samples for {', '.join(missing or leaves)}: CIs and domains "
                 "unavailable (run lmms-eval with --log_samples)"
@@ -247,9 +265,9 @@ def edct_runs_from_lmms(results: ResultsFile, model_key: str, model_name: str) -
             )
             for leaf in leaves:
                 claimed = _claimed(results, leaf)
-                mine = summarise(by_leaf[leaf], seed=int(seed or 0), n_resamples=100)["overall"]["metrics"]
+                mine = summarise(by_leaf[leaf], seed=int(seed or 0), n_resamples=100).overall
                 for m, v in claimed.items():
-                    est = mine[m]["estimate"]
+                    est = mine.estimate(m)
                     if (v is None) != (est is None) or (v is not None and abs(v - est) > TOLERANCE):
                         flags.append(
                             f"{results.path}: {leaf} {m} is {v} in the results file but the logged "

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from edct_task.scoring.results import MetricValue
 from edct_task.text_safety import csv_number, md_cell, reveal, reveal_line
 
 MISSING = "–"
@@ -45,20 +46,26 @@ def fmt(value: float | None, digits: int = 3) -> str:
     return f"{value:.{digits}f}"
 
 
-def interval_cell(metric: Mapping[str, Any] | None) -> str:
+def _value(metric: MetricValue | Mapping[str, Any] | None) -> MetricValue | None:
+    """``metric``, or its JSON (a board row's cell, ``MetricValue`` dumped), as a ``MetricValue``."""
+    return MetricValue.model_validate(metric) if isinstance(metric, Mapping) else metric
+
+
+def interval_cell(metric: MetricValue | Mapping[str, Any] | None) -> str:
     """``0.600 [0.550, 0.650]``; the estimate alone when there is no interval; – when nothing."""
-    if not metric or metric.get("estimate") is None:
+    value = _value(metric)
+    if value is None or value.estimate is None:
         return MISSING
-    if metric.get("low") is None or metric.get("high") is None:
-        return fmt(metric["estimate"])
-    return f"{fmt(metric['estimate'])} [{fmt(metric['low'])}, {fmt(metric['high'])}]"
+    if value.low is None or value.high is None:
+        return fmt(value.estimate)
+    return f"{fmt(value.estimate)} [{fmt(value.low)}, {fmt(value.high)}]"
 
 
-def interval_raw(metric: Mapping[str, Any] | None) -> list[Any]:
+def interval_raw(metric: MetricValue | None) -> list[Any]:
     """estimate, low, high, n (empty cells where absent)."""
-    if not metric:
+    if metric is None:
         return ["", "", "", ""]
-    return [_raw(metric.get(k)) for k in ("estimate", "low", "high", "n")]
+    return [_raw(v) for v in (metric.estimate, metric.low, metric.high, metric.n)]
 
 
 def _raw(value: Any) -> Any:

@@ -2,14 +2,22 @@
 block, in lmms-eval's results; read back through ``edct_task.run.outputs.load_run``.
 
 A pydantic model with a docstring per field and a schema version (inspect_ai's ``EvalLog``
-shape): ``RUN_LOG_SCHEMA_VERSION`` is bumped whenever a field's shape or meaning changes, and a
-file of another version is refused with one message naming its version and ours.
+shape), typed down to the interval and the count: ``results`` is ``scoring.results.Results``,
+``config.protocol`` the ``ProtocolConfig``, ``config.verification`` the ``GateParams``,
+``config.limits`` the ``Limits`` and ``config.data`` a :class:`RunData` (its ``shard`` a
+``ShardManifest``). ``RUN_LOG_SCHEMA_VERSION`` is bumped whenever a field's shape or meaning
+changes; a file of an older version this edct-bench still reads is upgraded as it is read
+(:data:`UPGRADES`), any other is refused with one message naming its version and ours.
+
+Version 2 (issue 45): the sections above are typed; ``config.data`` leaves out its unset keys
+(version 1 wrote ``"path": null`` and ``"limit": null``); ``config.protocol`` has every setting
+(a version-1 run made before known-answer controls has no ``controls`` key: it is read as 0).
 """
 
 from __future__ import annotations
 
 import platform
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -19,9 +27,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from edct_task import __version__
 from edct_task.core.errors import UserError
 from edct_task.core.records import SCHEMA_VERSION
+from edct_task.engine.driver import Limits
 from edct_task.engine.files import json_text
+from edct_task.engine.protocol import ProtocolConfig
+from edct_task.run.sharding import ShardManifest
+from edct_task.scoring.results import Results
+from verification.gate import GateParams
 
-RUN_LOG_SCHEMA_VERSION = 1
+RUN_LOG_SCHEMA_VERSION = 2
 """Version of the ``results.json`` layout (``schema_version``)."""
 
 
@@ -57,16 +70,62 @@ class _Log(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+def _unset(value: object) -> bool:
+    return value is None
+
+
+class MergedFrom(_Log):
+    """What ``edct merge --allow-missing`` records of a merge with slices missing."""
+
+    missing_slices: list[str] = Field(description="The slices (``I/N``) that were not merged.")
+    items: int = Field(ge=0, description="Items the merged run holds.")
+    of_items: int = Field(ge=0, description="Items the unsharded run has.")
+    merged_from: list[str] = Field(description="The shard folders merged.")
+
+
+class RunData(_Log):
+    """Where the run's samples came from: the ``data:`` section as run (unset keys left out)."""
+
+    source: str = Field(description="calibration, dataset, or lmms-eval (a run on lmms-eval's loop).")
+    path: str | None = Field(None, exclude_if=_unset, description="dataset: the folder or hub id read.")
+    n: int | None = Field(None, exclude_if=_unset, description="calibration: number of samples.")
+    seed: int | None = Field(None, exclude_if=_unset, description="calibration: world seed.")
+    limit: int | None = Field(None, exclude_if=_unset, description="Only the first N samples.")
+    limit_per_domain: int | None = Field(
+        None, exclude_if=_unset, description="dataset: only the first N samples of each domain."
+    )
+    domains: list[str] | None = Field(None, exclude_if=_unset, description="dataset: only these domains.")
+    max_pixels: int | None = Field(None, exclude_if=_unset, description="dataset: largest image read.")
+    tasks: str | None = Field(
+        None, exclude_if=_unset, description="lmms-eval: the --tasks given; inspect_ai: the task run."
+    )
+    host_version: str | None = Field(None, exclude_if=_unset, description="inspect_ai: its version.")
+    shard: ShardManifest | None = Field(
+        None, exclude_if=_unset, description="``edct run --shard I/N``: the slice run (``take_slice``)."
+    )
+    partial: MergedFrom | None = Field(
+        None, exclude_if=_unset, description="``edct merge --allow-missing``: the slices missing."
+    )
+
+    @classmethod
+    def recorded(cls, data: BaseModel, manifest: ShardManifest | None) -> RunData:
+        """What a run log records of the configured ``data:`` section (``config.DataSection``): its
+        ``shard`` (``I/N``) replaced by the slice's manifest; an unsharded run records none."""
+        return cls.model_validate({**data.model_dump(mode="json", exclude={"shard"}), "shard": manifest})
+
+
 class RunSetup(_Log):
     """The resolved configuration of the run (secrets never recorded)."""
 
-    data: dict[str, Any] = Field(description="The ``data:`` section: source, path, n, seed, limit.")
-    protocol: dict[str, Any] = Field(description="Every protocol setting that changes scores.")
-    verification: dict[str, Any] = Field(description="Every gate parameter (``GateParams``).")
-    limits: dict[str, Any] = Field(description="Concurrency, batching and schedule (never change scores).")
+    data: RunData = Field(description="The ``data:`` section as run; a slice's manifest as ``shard``.")
+    protocol: ProtocolConfig = Field(description="Every protocol setting that changes scores.")
+    verification: GateParams = Field(description="Every gate parameter.")
+    limits: Limits = Field(description="Concurrency, batching and schedule (never change scores).")
     roles: dict[str, Any] = Field(description="Role → backend spec as configured (header values omitted).")
     backends: dict[str, Any] = Field(description="Role → the live backend's identity (model, revision…).")
-    bootstrap_resamples: int = Field(description="Bootstrap resamples behind every CI.")
+    bootstrap_resamples: int = Field(
+        description="The config's bootstrap_resamples (no CCS interval resamples since they are closed-form)."
+    )
 
 
 class RunLog(_Log):
@@ -78,13 +137,21 @@ class RunLog(_Log):
     versions: dict[str, str] = Field(description="Package versions (edct-bench, python, lmms-eval, torch…).")
     prompt_versions: dict[str, str] = Field(description="Prompt template name → content hash.")
     config: RunSetup = Field(description="The resolved configuration.")
-    results: dict[str, Any] = Field(
+    results: Results = Field(
         description="Metric → estimate, CI and counts (``scoring.metrics.summarise``), overall and by domain."
     )
     judge_agreement: dict[str, Any] | None = Field(description="Judge-panel agreement, None for one judge.")
     judge_health: dict[str, Any] = Field(
-        description="Judge → kind (binary, graded) → judgements, unscored, rate and unscored by reason "
-        "(truncated, refused, malformed, transport): ``scoring.health.judge_health``."
+        description="Judge → kind (binary, graded) → judgements, unscored, rate, unscored by reason "
+        "(truncated, refused, malformed, transport, echoed) and the signals of a degenerate judge among "
+        "the verdicts read (without_reason, rubric_copied, contradicted counts; identical): "
+        "``scoring.health.judge_health``."
+    )
+    controls: dict[str, Any] | None = Field(
+        default=None,
+        description="The known-answer controls (``scoring.controls.summarise_controls``): per role and "
+        "judge their n, correct, accuracy and 95% Wilson CI, by kind; the bar; the roles below it "
+        "(``unreliable``: a non-empty list marks the run unreliable). None in runs made before controls.",
     )
     usage: dict[str, Any] = Field(description="Tokens and calls per role, as the backends reported them.")
     calls: dict[str, Any] = Field(description="Backend calls, cache hits, failures and seconds per stage.")
@@ -95,15 +162,58 @@ class RunLog(_Log):
         return json_text(self.model_dump(mode="json"), indent=2) + "\n"  # never NaN or Infinity
 
 
+def _from_v1(payload: dict[str, Any]) -> dict[str, Any]:
+    """A version-1 run log in the version-2 layout: ``config.data`` without its null keys, and
+    ``protocol.controls`` 0 where a run made before known-answer controls has none (it drew none;
+    version 2's typed protocol would read the missing key as the default, 16)."""
+    config = payload.get("config")
+    if isinstance(config, dict):
+        config = dict(config)
+        if isinstance(config.get("data"), dict):
+            config["data"] = {k: v for k, v in config["data"].items() if v is not None}
+        if isinstance(config.get("protocol"), dict) and "controls" not in config["protocol"]:
+            config["protocol"] = {**config["protocol"], "controls": 0}
+        payload = {**payload, "config": config}
+    return {**payload, "schema_version": 2}
+
+
+UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _from_v1}
+"""Older version → its payload in the next version's layout (applied in turn up to ours)."""
+
+
+def partial_label(results: Mapping[str, Any]) -> str | None:
+    """ "PARTIAL: …" for the results of an ``edct merge --allow-missing`` (``config.data.partial``
+    names the slices never run), None for a complete run. Every reader of a results file that shows
+    its numbers (report, audit, board) labels or refuses it with this."""
+    config = results.get("config")
+    data = config.get("data") if isinstance(config, Mapping) else None
+    partial = data.get("partial") if isinstance(data, Mapping) else None
+    if partial is None:
+        return None
+    part = partial if isinstance(partial, Mapping) else {}
+    missing = part.get("missing_slices")
+    slices = ", ".join(map(str, missing)) if isinstance(missing, list) and missing else "?"
+    items, of_items = part.get("items"), part.get("of_items")
+    counted = f"; {items} of {of_items} items" if items is not None and of_items is not None else ""
+    return f"PARTIAL: merged with slices {slices} missing{counted}"
+
+
 def parse_run_log(payload: Any, source: Path | str) -> RunLog:
-    """``payload`` (a parsed ``results.json``) as a ``RunLog``, or ``RunLogError`` naming ``source``."""
+    """``payload`` (a parsed ``results.json``) as a ``RunLog``, or ``RunLogError`` naming ``source``.
+
+    A run log of an older version this edct-bench still reads (:data:`UPGRADES`) is upgraded first.
+    """
     if not isinstance(payload, dict):
         raise RunLogError(f"{source}: not a run log (a JSON object was expected)")
     version = payload.get("schema_version")
+    while isinstance(version, int) and not isinstance(version, bool) and version in UPGRADES:
+        payload = UPGRADES[version](payload)
+        version = payload["schema_version"]
     if version != RUN_LOG_SCHEMA_VERSION:
         raise RunLogError(
-            f"{source}: results schema version {version!r}; this edct-bench reads version "
-            f"{RUN_LOG_SCHEMA_VERSION} (re-run the run, or read it with the edct-bench that wrote it)"
+            f"{source}: results schema version {version!r}; this edct-bench reads versions "
+            f"{', '.join(map(str, sorted({*UPGRADES, RUN_LOG_SCHEMA_VERSION})))} "
+            "(re-run the run, or read it with the edct-bench that wrote it)"
         )
     try:
         return RunLog.model_validate(payload)
@@ -118,12 +228,12 @@ class LmmsRunBlock(_Log):
     not say about the EDCT run it was written from."""
 
     roles: dict[str, Any] = Field(description="Non-target role → backend spec (header values omitted).")
-    protocol: dict[str, Any] = Field(description="Every protocol setting that changes scores.")
-    verification: dict[str, Any] = Field(description="Every gate parameter (``GateParams``).")
+    protocol: ProtocolConfig = Field(description="Every protocol setting that changes scores.")
+    verification: GateParams = Field(description="Every gate parameter.")
     prompt_versions: dict[str, str] = Field(description="Prompt template name → content hash.")
     target_rendering: str = Field(description="How the target received the conversation (``multi-turn`` …).")
     run_dir: str = Field(description="The EDCT run folder (results.json, samples.jsonl, images/).")
-    limits: dict[str, Any] = Field(description="Concurrency, batching and schedule.")
+    limits: Limits = Field(description="Concurrency, batching and schedule.")
     target: dict[str, Any] = Field(description="The lmms-eval model's identity (secret arguments omitted).")
     calls: dict[str, Any] = Field(description="Backend calls, cache hits, failures and seconds per stage.")
     judge_health: dict[str, Any] = Field(description="As in ``RunLog.judge_health``.")

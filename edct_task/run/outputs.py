@@ -16,7 +16,8 @@ leaderboard, ``estimate --latencies-from``, stability and the tiny-VLM compariso
 through it (``read_logged_samples`` is its decoder of one lmms-eval sample log, which ``edct
 report`` also calls per results file); a test greps the product for any other. It reads hostile
 folders safely: only regular files (no links, FIFOs or devices), each read bounded
-(``checks.MAX_JSON_BYTES``, ``checks.MAX_LOG_BYTES``), the folder walked to a bounded depth without
+(``checks.MAX_JSON_BYTES``; a JSONL file line by line, ``checks.read_lines``: one line of at
+most ``checks.MAX_LINE_BYTES`` in memory, never the whole file), the folder walked to a bounded depth without
 following links; every bad input is one ``RunReadError`` line naming the file and the line.
 """
 
@@ -25,25 +26,28 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from edct_task.core.records import SampleInput, SampleRecord
+from edct_task.core.records import ControlRecord, SampleInput, SampleRecord
 from edct_task.run.checks import (
-    MAX_LOG_BYTES,
     RunReadError,
     bad_image_refs,
-    decode_utf8,
+    parse_controls,
     parse_json_line,
     parse_records,
     read_json_object,
+    read_lines,
     read_regular_file,
 )
 from edct_task.run.log import RunLog, parse_run_log
 
 RESULTS_FILE = "results.json"
 SAMPLES_FILE = "samples.jsonl"
+CONTROLS_FILE = "controls.jsonl"
+"""The known-answer controls' records (``ControlRecord``), one per reply; absent in older runs."""
 IMAGES_DIR = "images"
 LMMS_RESULTS_SUFFIX = "_results.json"
 """lmms-eval's results file: ``<date>_results.json``."""
@@ -58,6 +62,7 @@ MAX_ENTRIES = 100_000
 
 
 __all__ = [
+    "CONTROLS_FILE",
     "IMAGES_DIR",
     "RESULTS_FILE",
     "SAMPLES_FILE",
@@ -110,18 +115,38 @@ class LoadedRun:
     """lmms runs: records per lmms-eval task; edct runs: empty."""
     log: RunLog | None = None
     """edct runs: ``results.json`` as the typed run log."""
+    controls: list[ControlRecord] = field(default_factory=list)
+    """edct runs: the known-answer controls' records (``controls.jsonl``; none in older runs)."""
     setup: dict[str, Any] | None = None
     """lmms runs: the EDCT setup as logged (``edct`` block of the results file, else of a sample)."""
     results_file: Path | None = None
     """The file ``results`` was read from."""
     _images: dict[str, Path] = field(default_factory=dict, repr=False)
+    _image_root: Path | None = field(default=None, repr=False)
+    """The folder every image file must lie in: the run folder (an lmms run: its EDCT run folder)."""
 
     def image_path(self, ref: str | None) -> Path | None:
-        """The file holding image ``ref``, or None when the run did not keep it."""
+        """The file holding image ``ref``, or None when the run did not keep it. Only a regular
+        file (not a link, a FIFO or a device) whose real path lies inside the run's folder counts:
+        an image replaced by a link to ``/proc/self/environ`` or a folder linked elsewhere is no
+        image of this run, so no tool packs or copies it."""
         if not ref:
             return None
         path = self._images.get(ref)
-        return path if path is not None and path.is_file() else None
+        if path is None or self._image_root is None:
+            return None
+        try:
+            regular = stat.S_ISREG(os.lstat(path).st_mode)
+            inside = path.resolve().is_relative_to(self._image_root.resolve())
+        except (OSError, RuntimeError):  # unreadable, or a link loop
+            return None
+        return path if regular and inside else None
+
+    def read_image(self, ref: str | None, limit: int) -> bytes | None:
+        """The bytes of image ``ref`` (``image_path``), read as a regular file of at most ``limit``
+        bytes (``RunReadError`` beyond); None when the run did not keep it."""
+        path = self.image_path(ref)
+        return None if path is None else read_regular_file(path, limit)
 
     @property
     def calls(self) -> Any:
@@ -181,21 +206,29 @@ def _present(path: Path) -> bool:
     return path.exists() or path.is_symlink()  # a link is refused when read, not overlooked
 
 
-def _read_text(path: Path) -> str:
-    return decode_utf8(path, read_regular_file(path, MAX_LOG_BYTES))
-
-
 def _load_edct(root: Path) -> LoadedRun:
     results = read_json_object(root / RESULTS_FILE)
     samples = root / SAMPLES_FILE
-    records = parse_records(samples, _read_text(samples))
+    records = parse_records(samples, read_lines(samples))
     log = parse_run_log(results, root / RESULTS_FILE)  # the typed view; another version is refused
+    controls_file = root / CONTROLS_FILE
+    controls = parse_controls(controls_file, read_lines(controls_file)) if _present(controls_file) else []
     images: dict[str, Path] = {}
     for record in records:
         for name, ref in image_files(record).items():
             images.setdefault(ref, root / name)
     file = root / RESULTS_FILE
-    return LoadedRun(root, "edct", records, results, log=log, results_file=file, _images=images)
+    return LoadedRun(
+        root,
+        "edct",
+        records,
+        results,
+        log=log,
+        controls=controls,
+        results_file=file,
+        _images=images,
+        _image_root=root,
+    )
 
 
 def find_files(root: Path, mark: str, suffix: str) -> list[Path]:
@@ -242,9 +275,7 @@ def read_logged_samples(path: Path) -> tuple[list[SampleRecord], dict[str, Any] 
     """
     records: list[SampleRecord] = []
     setup: dict[str, Any] | None = None
-    for number, line in enumerate(_read_text(path).split("\n"), 1):
-        if not line.strip():
-            continue
+    for number, line in read_lines(path):
         logged = parse_json_line(path, number, line)
         record = _logged_record(path, number, logged)
         if record is None:
@@ -300,7 +331,9 @@ def _logged_record(path: Path, number: int, logged: dict[str, Any]) -> SampleRec
     digest = logged.get(SETUP_KEY)
     if not isinstance(digest, dict):
         return None  # another task's sample (lmms-eval logs every task of a run)
-    doc = logged.get("doc") if isinstance(logged.get("doc"), dict) else {}
+    doc = logged.get("doc")
+    if not isinstance(doc, dict):
+        doc = {}
     sample_id = str(doc.get("id") or digest.get("id") or logged.get("doc_id"))[:200]
     domain = str(digest.get("domain") or "unknown")[:80]
     return SampleRecord(
@@ -339,7 +372,15 @@ def _load_lmms(root: Path) -> LoadedRun:
             if base is not None:
                 images.setdefault(ref, base / name)
     return LoadedRun(
-        root, "lmms", records, results, tasks=tasks, setup=setup, results_file=results_file, _images=images
+        root,
+        "lmms",
+        records,
+        results,
+        tasks=tasks,
+        setup=setup,
+        results_file=results_file,
+        _images=images,
+        _image_root=base,
     )
 
 
@@ -348,7 +389,7 @@ def load_records(samples: Path) -> list[SampleRecord]:
     ``load_run`` reads them: the lmms-eval hooks' run folder gathers its records with it."""
     if not samples.exists():
         return []
-    return parse_records(samples, _read_text(samples))
+    return parse_records(samples, read_lines(samples))
 
 
 def _run_images(root: Path) -> Path | None:
@@ -364,9 +405,7 @@ def call_seconds(root: Path) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
     if not logs:
         return out
-    for number, line in enumerate(_read_text(logs[-1]).split("\n"), 1):
-        if not line.strip():
-            continue
+    for number, line in read_lines(logs[-1]):
         try:
             row = parse_json_line(logs[-1], number, line)
             seconds = row["seconds"]

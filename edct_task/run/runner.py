@@ -12,26 +12,36 @@ import contextlib
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from edct_task import prompts
 from edct_task.config import DataSection, RunConfig
+from edct_task.controls import control_domains, draw
 from edct_task.core.errors import ConfigError
-from edct_task.core.records import MULTI_TURN, SampleInput, SampleRecord
+from edct_task.core.records import MULTI_TURN, ControlRecord, SampleInput, SampleRecord
+from edct_task.engine.controls import ControlFeed, ControlItem
 from edct_task.engine.dispatch import Dispatcher, Progress
 from edct_task.engine.driver import build_dispatcher, run_samples
 from edct_task.engine.files import atomic_write, place
 from edct_task.engine.handlers import PixelCache
 from edct_task.engine.stage_cache import ImageStore, StageCache
 from edct_task.engine.storage import storage_error
-from edct_task.roles import CALIBRATION_SOURCE, Roles, build_roles, refuse_calibration_roles
-from edct_task.run.log import RunLog, RunSetup, run_versions
-from edct_task.run.outputs import RESULTS_FILE, SAMPLES_FILE, image_files
-from edct_task.run.sharding import Shard, gather_run, item_id, recorded_data, shard_from_env, take_slice
-from edct_task.run.workspace import check_writable, claim
+from edct_task.roles import (
+    CALIBRATION_SOURCE,
+    PanelSpec,
+    Roles,
+    RoleSpec,
+    build_roles,
+    refuse_calibration_roles,
+)
+from edct_task.run.log import RunData, RunLog, RunSetup, run_versions
+from edct_task.run.outputs import CONTROLS_FILE, RESULTS_FILE, SAMPLES_FILE, image_files
+from edct_task.run.sharding import Shard, gather_run, item_id, shard_from_env, take_slice
+from edct_task.run.workspace import check_writable, claim, claim_setup
+from edct_task.scoring.controls import summarise_controls
 from edct_task.scoring.health import judge_health
 from edct_task.scoring.metrics import judge_agreement, summarise
 from model_adapters.usage import role_usage
@@ -43,10 +53,15 @@ logger = logging.getLogger(__name__)
 class RunOutcome:
     records: list[SampleRecord]
     results: dict[str, Any]
+    """``results.json`` as JSON data (``log`` dumped)."""
     output_dir: Path
     shard: Shard | None = None
     """Set in a multi-process run; on ranks other than 0, ``records`` are this rank's share and
-    ``results`` is empty (rank 0 writes the output folder)."""
+    ``results`` is empty, ``log`` None (rank 0 writes the output folder)."""
+    reused: int = 0
+    """Calls this process answered from stage-cache entries of earlier runs (a resumed run)."""
+    log: RunLog | None = None
+    """The typed run log (None on ranks other than 0)."""
 
 
 def load_samples(data: DataSection, images: ImageStore) -> Sequence[SampleInput | SampleRecord]:
@@ -174,30 +189,44 @@ def _run(
                 ((s.sample if isinstance(s, SampleRecord) else s).metadata.get("source") for s in samples),
             )
             order = {item_id(s): i for i, s in enumerate(samples)}
+        # the controls are drawn from the domains of every item, as the unsharded run draws them
+        calibration = isinstance(samples, CalibrationItems)
+        domains = (
+            [] if calibration else [(s.sample if isinstance(s, SampleRecord) else s).domain for s in samples]
+        )
         manifest = None
         if config.data.shard is not None or shard is not None:  # a slice of every item, rendered
             samples, manifest = take_slice(config.data.shard, list(samples))  # `--shard I/N`
             if shard is not None:
                 samples = shard.take(samples)
-        inputs: Sequence[SampleInput] = samples  # type: ignore[assignment]
-        unreadable: list[SampleRecord] = []
-        if not isinstance(samples, CalibrationItems):  # a calibration scene always renders
+        inputs: Sequence[SampleInput]
+        unreadable: list[SampleRecord]
+        if isinstance(samples, CalibrationItems):  # drawn lazily; a calibration scene always renders
+            inputs, unreadable = samples, []
+        else:
             inputs = [s for s in samples if isinstance(s, SampleInput)]
             unreadable = [s for s in samples if isinstance(s, SampleRecord)]
         with compose(config, cache, images, run_name=out_dir.name) as engine:
             roles, dispatcher = engine.roles, engine.dispatcher
+            if shard is None or shard.is_main:  # before the first call: a folder of another setup is refused
+                claim_setup(out_dir, run_setup(config, roles.identities()), "--output / output_dir")
             progress = next((o for o in dispatcher.observers if isinstance(o, Progress)), None)
             if progress is not None:
                 progress.expect(len(inputs))
             if on_started is not None:
                 on_started()
-            done = run_samples(
-                inputs,
-                protocol,
-                dispatcher,
-                config.limits,
-                on_record=progress.sample_done if progress else None,
-            )
+            # one slice sends the controls: rank 0 of a torchrun group, slice 0 of `--shard I/N`
+            sends = (shard is None or shard.is_main) and (manifest is None or manifest.index == 0)
+            items = draw_controls(config, domains, calibration) if sends else []
+            feed = ControlFeed(items, protocol, dispatcher, len(inputs))
+
+            def finished(record: SampleRecord) -> None:
+                feed.sample_done(record)
+                if progress is not None:
+                    progress.sample_done(record)
+
+            done = run_samples(inputs, protocol, dispatcher, config.limits, on_record=finished)
+            controls = feed.finish()
             records = stamp_rendering(
                 sorted([*done, *unreadable], key=lambda r: order[r.sample.id]), roles.target
             )
@@ -207,35 +236,66 @@ def _run(
     if shard is not None:
         gathered = gather_run(shard, records, usage, calls, order)
         if gathered is None:  # rank 0 writes the one output folder
-            return RunOutcome(records, {}, out_dir, shard)
+            return RunOutcome(records, {}, out_dir, shard, dispatcher.reused)
         records, usage, calls = gathered
     elapsed = time.perf_counter() - started
     log = run_log(
         config,
         records,
-        data=recorded_data(config.data.model_dump(mode="json"), manifest),
+        data=RunData.recorded(config.data, manifest),
         backends=identities,
         usage=usage,
         calls=calls,
         wall_seconds=elapsed,
+        controls=controls,
     )
     results = log.model_dump(mode="json")
-    write_outputs(out_dir, records, log, images)
-    return RunOutcome(records, results, out_dir, shard)
+    write_outputs(out_dir, records, log, images, controls)
+    return RunOutcome(records, results, out_dir, shard, dispatcher.reused, log)
+
+
+def run_setup(
+    config: RunConfig, backends: dict[str, Any], data: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """What the records of a run folder depend on (``workspace.claim_setup``): the backends'
+    identities (what changes their output, as in cache keys), the protocol, the gate, the prompt
+    versions and where the items come from (``data``; default the config's source, path and seed).
+    Not which items or how many (``limit``, ``n``, ``shard``, domains): a rerun with more items
+    extends the same run."""
+    if data is None:
+        d = config.data
+        data = {"source": d.source, "path": d.path, "seed": d.seed if d.source == "calibration" else None}
+    return {
+        "backends": backends,
+        "protocol": config.protocol.model_dump(mode="json"),
+        "verification": config.verification.model_dump(mode="json"),
+        "prompt_versions": prompts.prompt_versions(),
+        "data": data,
+    }
+
+
+def draw_controls(config: RunConfig, sample_domains: Sequence[str], calibration: bool) -> list[ControlItem]:
+    """The run's known-answer controls (``edct_task.controls.draw``): from the calibration world for
+    a calibration run, else from the domains of its samples, ``protocol.controls`` per role."""
+    protocol = config.protocol
+    domains = control_domains(sample_domains, calibration)
+    return draw(domains, protocol.controls, seed=protocol.seed, k=protocol.k)
 
 
 def run_log(
     config: RunConfig,
     records: list[SampleRecord],
     *,
-    data: dict[str, Any],
+    data: RunData,
     backends: dict[str, Any],
     usage: dict[str, Any],
     calls: dict[str, Any],
     wall_seconds: float,
+    controls: Sequence[ControlRecord],
     roles: dict[str, Any] | None = None,
 ) -> RunLog:
-    """The run log (``results.json``) of finished ``records``: setup, scores with CIs, health."""
+    """The run log (``results.json``) of finished ``records``: setup, scores with CIs, health, and
+    the known-answer controls' tally (``scoring.controls``)."""
     protocol = config.protocol
     return RunLog(
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -243,9 +303,9 @@ def run_log(
         prompt_versions=prompts.prompt_versions(),
         config=RunSetup(
             data=data,
-            protocol=protocol.model_dump(mode="json"),
-            verification=config.verification.model_dump(mode="json"),
-            limits=config.limits.model_dump(mode="json"),
+            protocol=protocol,
+            verification=config.verification,
+            limits=config.limits,
             roles=roles if roles is not None else {r: s.as_dict() for r, s in config.role_specs().items()},
             backends=backends,
             bootstrap_resamples=config.bootstrap_resamples,
@@ -253,6 +313,7 @@ def run_log(
         results=summarise(records, seed=protocol.seed, n_resamples=config.bootstrap_resamples),
         judge_agreement=judge_agreement(records),
         judge_health=judge_health(records),
+        controls=summarise_controls(controls, bar=protocol.control_bar, requested=protocol.controls),
         usage=usage,
         calls=calls,
         wall_seconds=round(wall_seconds, 3),
@@ -288,15 +349,17 @@ def compose(
     run_name: str = "",
     require_target: bool = True,
     progress: bool | None = None,
+    specs: Mapping[str, RoleSpec | PanelSpec] | None = None,
 ) -> Iterator[Engine]:
-    """The one composition root: the configured roles and the dispatcher over ``cache`` (with the
-    call log, progress and the gate as configured); everything is closed on exit. The lmms-eval
-    hooks call it with ``require_target=False`` (lmms-eval's loop answers the target's requests)."""
-    specs = config.role_specs()
+    """The one composition root: the configured roles (or ``specs``) and the dispatcher over
+    ``cache`` (with the call log, progress and the gate as configured); everything is closed on
+    exit. The lmms-eval hooks call it with ``require_target=False`` (lmms-eval's loop answers the
+    target's requests), a board that re-judges with the roles it re-runs (``leaderboard.rejudge``)."""
+    specs = config.role_specs() if specs is None else dict(specs)
     if not require_target:
         specs = {r: s for r, s in specs.items() if r != "target"}
     pixels = PixelCache(images)
-    with build_roles(specs, require_target=require_target) as roles:
+    with build_roles(specs, require_target=require_target, journal_dir=cache.root) as roles:
         dispatcher = build_dispatcher(
             roles,
             images,
@@ -313,13 +376,21 @@ def compose(
             yield Engine(roles, images, cache, dispatcher, pixels)
 
 
-def write_outputs(out_dir: Path, records: list[SampleRecord], log: RunLog, images: ImageStore) -> None:
-    """samples.jsonl, the chain images (``outputs.image_files``) and, last, results.json (the run
-    log), each atomically: a folder with ``results.json`` holds everything it names, and a run
-    stopped while writing (a full disk) leaves no ``results.json``, so it never looks finished.
-    A previous run's ``results.json`` is removed first, for the same reason."""
+def write_outputs(
+    out_dir: Path,
+    records: list[SampleRecord],
+    log: RunLog,
+    images: ImageStore,
+    controls: Sequence[ControlRecord],
+) -> None:
+    """samples.jsonl, controls.jsonl (the known-answer controls' replies), the chain images
+    (``outputs.image_files``) and, last, results.json (the run log), each atomically: a folder with
+    ``results.json`` holds everything it names, and a run stopped while writing (a full disk)
+    leaves no ``results.json``, so it never looks finished. A previous run's ``results.json`` is
+    removed first, for the same reason."""
     (out_dir / RESULTS_FILE).unlink(missing_ok=True)
     atomic_write(out_dir / SAMPLES_FILE, "".join(r.model_dump_json() + "\n" for r in records))
+    atomic_write(out_dir / CONTROLS_FILE, "".join(c.model_dump_json() + "\n" for c in controls))
     place_images(out_dir, records, images)
     atomic_write(out_dir / RESULTS_FILE, log.to_json())
 

@@ -8,7 +8,7 @@ the data in document order *before* they are sliced, so the N slices of a limite
 are exactly the items of the unsharded run with the same limit).
 
 ``edct run --shard I/N`` (``data.shard``) runs slice I as an ordinary, independent job: its
-output folder records the slice (``RunSetup.data["shard"]``: ``shard_manifest``) and ``edct
+output folder records the slice (``RunSetup.data.shard``: a :class:`ShardManifest`) and ``edct
 merge`` joins the N folders (``edct_task.scale.merge``).
 
 Under ``torchrun --nproc_per_node N -m edct_task.cli.main run …`` or ``accelerate launch
@@ -29,6 +29,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from edct_task.config import MAX_SHARDS
 from edct_task.core.errors import ConfigError
 from edct_task.core.records import SampleInput, SampleRecord
 
@@ -38,7 +41,7 @@ T = TypeVar("T")
 Item = SampleInput | SampleRecord
 """A loaded item: its input, or the error record of a row that could not be read."""
 
-SHARD_PATTERN = re.compile(r"^(\d+)/(\d+)$")
+SHARD_PATTERN = re.compile(r"^(\d{1,12})/(\d{1,12})$")
 
 
 def item_slice(item_id: str, count: int) -> int:
@@ -76,12 +79,42 @@ class Shard:
         return [item for item in items if self.holds(key(item))]
 
 
+class ShardManifest(BaseModel):
+    """What a ``--shard I/N`` job's run log records of its slice (``take_slice``): what ``edct
+    merge`` checks the slices against."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    index: int = Field(ge=0, description="The slice I.")
+    count: int = Field(ge=1, le=MAX_SHARDS, description="The number of slices N.")
+    items: int = Field(ge=0, description="Items of the unsharded run.")
+    items_sha256: str = Field(description="``items_digest`` of all the unsharded run's items, in order.")
+    positions: list[int] = Field(description="Document positions of this slice's items, ascending.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ShardManifest:
+        if not self.index < self.count:
+            raise ValueError(f"slice {self.index} of {self.count}: I must be 0 … N-1")
+        if self.positions != sorted(set(self.positions)) or any(
+            not 0 <= p < self.items for p in self.positions
+        ):
+            raise ValueError(f"positions are not distinct, ascending document positions below {self.items}")
+        return self
+
+    @property
+    def shard(self) -> Shard:
+        """The slice as a ``Shard``."""
+        return Shard(self.index, self.count)
+
+
 def parse_shard(text: str) -> Shard:
     """``I/N`` (0 ≤ I < N) as a ``Shard``, or ``ConfigError`` saying what was expected."""
     match = SHARD_PATTERN.match(text.strip())
     if match is None:
         raise ConfigError(f"shard {text!r} must look like I/N (slice I of N, counted from 0), e.g. 0/4")
     index, count = int(match[1]), int(match[2])
+    if count > MAX_SHARDS:
+        raise ConfigError(f"shard {text!r}: N must be at most {MAX_SHARDS} slices")
     if count < 1 or index >= count:
         raise ConfigError(f"shard {text!r}: I must be 0 … N-1 (slices are counted from 0)")
     return Shard(index, count)
@@ -96,7 +129,7 @@ def items_digest(items: Sequence[SampleInput]) -> str:
     return h.hexdigest()
 
 
-def take_slice(spec: str | None, items: list[Item]) -> tuple[list[Item], dict[str, Any] | None]:
+def take_slice(spec: str | None, items: list[Item]) -> tuple[list[Item], ShardManifest | None]:
     """A ``--shard`` job's items and the manifest its run log records; all items and None without
     a shard. The manifest: ``index``, ``count``, ``items`` (how many the unsharded run has),
     ``items_sha256`` (``items_digest`` of them all, in order) and ``positions`` (the document
@@ -105,21 +138,14 @@ def take_slice(spec: str | None, items: list[Item]) -> tuple[list[Item], dict[st
         return items, None
     shard = parse_shard(spec)
     positions = [i for i, item in enumerate(items) if shard.holds(item_id(item))]
-    manifest = {
-        "index": shard.rank,
-        "count": shard.world_size,
-        "items": len(items),
-        "items_sha256": items_digest([s.sample if isinstance(s, SampleRecord) else s for s in items]),
-        "positions": positions,
-    }
+    manifest = ShardManifest(
+        index=shard.rank,
+        count=shard.world_size,
+        items=len(items),
+        items_sha256=items_digest([s.sample if isinstance(s, SampleRecord) else s for s in items]),
+        positions=positions,
+    )
     return [items[i] for i in positions], manifest
-
-
-def recorded_data(data: Mapping[str, Any], manifest: dict[str, Any] | None) -> dict[str, Any]:
-    """The ``data`` section a run log records: the configured one, its ``shard`` replaced by the
-    slice's manifest (an unsharded run records no ``shard`` key)."""
-    out = {k: v for k, v in data.items() if k != "shard"}
-    return {**out, "shard": manifest} if manifest is not None else out
 
 
 def shard_from_env(env: Mapping[str, str] | None = None) -> Shard | None:

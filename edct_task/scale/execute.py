@@ -20,6 +20,7 @@ from typing import Any
 from edct_task.core.errors import UserError
 from edct_task.scale.merge import Merged, merge_shards, write_merged
 from edct_task.scale.sweep import Job, Sweep
+from edct_task.scoring.results import Results
 from edct_task.scoring.table import runs_table
 
 DONE_CODES = (0, 3)
@@ -192,7 +193,7 @@ def run_jobs(
     return outcomes
 
 
-def merge_groups(sweep: Sweep, say: Callable[[str], None] = print) -> dict[str, dict[str, Any]]:
+def merge_groups(sweep: Sweep, say: Callable[[str], None] = print) -> dict[str, Results]:
     """Each run's shards merged into its folder; ``group → results`` of every run."""
     from edct_task.run.outputs import RESULTS_FILE, load_run
 
@@ -214,6 +215,6 @@ def merge_groups(sweep: Sweep, say: Callable[[str], None] = print) -> dict[str, 
     return out
 
 
-def summary_table(results: dict[str, dict[str, Any]]) -> str:
+def summary_table(results: dict[str, Results]) -> str:
     """Every run's overall CCS with its CI and counts, then AC/EF: one row per model/config/seed."""
     return runs_table(results)

@@ -6,8 +6,10 @@ naming the folders, shards of different datasets (data section or the items' dig
 setups (protocol, gate, roles, backends, prompts, package versions), overlapping slices (one slice
 given twice, or one item in two folders), missing slices, and damaged shards (a folder
 ``load_run`` cannot read, a record outside its slice, positions that disagree with the records, a
-missing image). Only ``allow_missing`` merges what is there, and the result says so
-(``config.data["partial"]``).
+missing image, an image file whose content id is not the ref its record names, a scored record
+whose scores do not follow from its steps: ``protocol.score_sample``). Only ``allow_missing``
+merges what is there, and the result says so
+(``config.data.partial``).
 
 The merged folder: ``samples.jsonl`` holds every record in document order (the unsharded run's
 bytes); the statistics in ``results.json`` are recomputed over all records with the project's
@@ -18,24 +20,32 @@ shards' sums, ``wall_seconds`` the longest shard's.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from edct_task.core.errors import UserError
-from edct_task.core.records import SampleRecord
+from edct_task.core.records import ControlRecord, SampleRecord
 from edct_task.engine.files import atomic_write, place
+from edct_task.engine.protocol import score_sample
+from edct_task.engine.stage_cache import image_id
 from edct_task.reporting.setup import setup_differences
-from edct_task.run.log import RunLog, RunSetup
-from edct_task.run.outputs import RESULTS_FILE, SAMPLES_FILE, LoadedRun, RunReadError, image_files, load_run
+from edct_task.run.log import MergedFrom, RunLog
+from edct_task.run.outputs import (
+    CONTROLS_FILE,
+    RESULTS_FILE,
+    SAMPLES_FILE,
+    LoadedRun,
+    RunReadError,
+    image_files,
+    load_run,
+)
 from edct_task.run.sharding import Shard, items_digest, sum_counts
 from edct_task.run.workspace import check_writable, claim
+from edct_task.scoring.controls import summarise_controls
 from edct_task.scoring.health import judge_health
 from edct_task.scoring.metrics import judge_agreement, summarise
-
-MANIFEST_KEYS = ("index", "count", "items", "items_sha256", "positions")
-"""What a shard's run log records as ``config.data["shard"]`` (``run.sharding.take_slice``)."""
 
 
 class MergeError(UserError):
@@ -68,6 +78,8 @@ class Merged:
     log: RunLog
     shards: list[ShardRun]
     missing: list[str]
+    controls: list[ControlRecord]
+    """The known-answer controls: slice 0 sends them (drawn from every item's domains)."""
 
     @property
     def partial(self) -> bool:
@@ -82,21 +94,10 @@ def read_shard(path: Path) -> ShardRun:
         raise MergeError(f"damaged shard {path}: {exc}") from None
     if run.log is None:
         raise MergeError(f"{path} is an lmms-eval results folder, not an `edct run --shard` folder")
-    manifest = run.log.config.data.get("shard")
+    manifest = run.log.config.data.shard
     if manifest is None:
         raise MergeError(f"{path} is not a shard: it was run without --shard I/N")
-    if not isinstance(manifest, Mapping) or set(manifest) != set(MANIFEST_KEYS):
-        raise MergeError(f"damaged shard {path}: config.data.shard is not a shard manifest")
-    index, count, items, positions = (manifest[k] for k in ("index", "count", "items", "positions"))
-    if not (
-        all(isinstance(v, int) and not isinstance(v, bool) for v in (index, count, items))
-        and 0 <= index < count
-        and isinstance(positions, list)
-        and all(isinstance(p, int) and 0 <= p < items for p in positions)
-        and positions == sorted(set(positions))
-    ):
-        raise MergeError(f"damaged shard {path}: its shard manifest is inconsistent")
-    shard = Shard(index, count)
+    shard, positions = manifest.shard, manifest.positions
     if len(positions) != len(run.records):
         raise MergeError(
             f"damaged shard {path}: {len(run.records)} records in {SAMPLES_FILE}, "
@@ -105,10 +106,31 @@ def read_shard(path: Path) -> ShardRun:
     for record in run.records:
         if not shard.holds(record.sample.id):
             raise MergeError(f"damaged shard {path}: item {record.sample.id!r} is not in slice {shard.label}")
+        if record.status == "scored" and record.scores != score_sample(
+            [s for s in record.steps if s.verified]
+        ):
+            raise MergeError(
+                f"damaged shard {path}: the scores of item {record.sample.id!r} do not follow from its steps"
+            )
         for name, ref in image_files(record).items():
-            if run.image_path(ref) is None:
+            image = run.image_path(ref)
+            if image is None:
                 raise MergeError(f"damaged shard {path}: {name} is missing (re-run the shard to rewrite it)")
-    return ShardRun(run, run.log, shard, items, str(manifest["items_sha256"]), tuple(positions))
+            if _content_id(image) != ref:
+                raise MergeError(f"damaged shard {path}: {name} is not the image its record names")
+    return ShardRun(run, run.log, shard, manifest.items, manifest.items_sha256, tuple(positions))
+
+
+def _content_id(path: Path) -> str | None:
+    """The image store's content id of the image file ``path`` (None when it does not decode)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            image.load()
+            return image_id(image)
+    except (OSError, UnidentifiedImageError, ValueError, Image.DecompressionBombError):
+        return None
 
 
 def _setup(s: ShardRun) -> dict[str, Any]:
@@ -125,7 +147,7 @@ def _setup(s: ShardRun) -> dict[str, Any]:
 
 
 def _data(s: ShardRun) -> dict[str, Any]:
-    data = {k: v for k, v in s.log.config.data.items() if k != "shard"}
+    data = s.log.config.data.model_dump(mode="json", exclude={"shard"})
     return {**data, "items": s.items, "items_sha256": s.items_sha256}
 
 
@@ -188,30 +210,44 @@ def merge_shards(paths: Sequence[Path], *, allow_missing: bool = False) -> Merge
             "damaged shards: the merged items do not match the items the shards were cut from "
             f"(items_sha256 {shards[0].items_sha256[:12]}…)"
         )
-    return Merged(records, _merged_log(shards, records, missing), shards, missing)
+    controls = next((s.run.controls for s in shards if s.shard.rank == 0), [])  # slice 0 sends them
+    stray = next((s for s in shards if s.shard.rank != 0 and s.run.controls), None)
+    if stray is not None:
+        raise MergeError(
+            f"damaged shards: {stray.path} holds known-answer controls (only slice 0 sends them)"
+        )
+    return Merged(records, _merged_log(shards, records, missing, controls), shards, missing, controls)
 
 
-def _merged_log(shards: Sequence[ShardRun], records: list[SampleRecord], missing: list[str]) -> RunLog:
+def _merged_log(
+    shards: Sequence[ShardRun], records: list[SampleRecord], missing: list[str], controls: list[ControlRecord]
+) -> RunLog:
     first = shards[0].log
-    data = {k: v for k, v in first.config.data.items() if k != "shard"}
-    if missing:
-        data["partial"] = {
-            "missing_slices": missing,
-            "items": len(records),
-            "of_items": shards[0].items,
-            "merged_from": [str(s.path) for s in shards],
-        }
-    setup = first.config.model_dump(mode="json")
-    config = RunSetup(**{**setup, "data": data})
-    protocol = setup["protocol"]
+    partial = (
+        MergedFrom(
+            missing_slices=missing,
+            items=len(records),
+            of_items=shards[0].items,
+            merged_from=[str(s.path) for s in shards],
+        )
+        if missing
+        else None
+    )
+    config = first.config.model_copy(
+        update={"data": first.config.data.model_copy(update={"shard": None, "partial": partial})}
+    )
+    protocol = config.protocol
     return RunLog(
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         versions=first.versions,
         prompt_versions=first.prompt_versions,
         config=config,
-        results=summarise(records, seed=protocol["seed"], n_resamples=setup["bootstrap_resamples"]),
+        results=summarise(records, seed=protocol.seed, n_resamples=config.bootstrap_resamples),
         judge_agreement=judge_agreement(records),
         judge_health=judge_health(records),
+        controls=summarise_controls(controls, bar=protocol.control_bar, requested=protocol.controls)
+        if first.controls is not None
+        else None,
         usage=sum_counts([s.log.usage for s in shards]),
         calls=sum_counts([s.log.calls for s in shards]),
         wall_seconds=max(s.log.wall_seconds for s in shards),
@@ -219,15 +255,17 @@ def _merged_log(shards: Sequence[ShardRun], records: list[SampleRecord], missing
 
 
 def write_merged(merged: Merged, output: Path) -> None:
-    """The merged run folder: results.json, samples.jsonl and every record's images (hard links
-    to the shards' files where the file system allows)."""
+    """The merged run folder: samples.jsonl, controls.jsonl and every record's images (hard links
+    to the shards' files where the file system allows), then results.json last, as ``edct run``
+    writes it: a merge killed or stopped by a full disk leaves a folder that reads as unfinished."""
     sources = {s.path.resolve() for s in merged.shards}
     if output.resolve() in sources:
         raise MergeError(f"--output {output} is one of the shards; give the merged run its own folder")
     check_writable(output, "output folder", "--output")
     with claim(output):
-        atomic_write(output / RESULTS_FILE, merged.log.to_json())
+        (output / RESULTS_FILE).unlink(missing_ok=True)  # a folder without it reads as unfinished
         atomic_write(output / SAMPLES_FILE, "".join(r.model_dump_json() + "\n" for r in merged.records))
+        atomic_write(output / CONTROLS_FILE, "".join(c.model_dump_json() + "\n" for c in merged.controls))
         by_id = {r.sample.id: s.run for s in merged.shards for r in s.run.records}
         for record in merged.records:
             run = by_id[record.sample.id]
@@ -237,3 +275,4 @@ def write_merged(merged: Merged, output: Path) -> None:
                 target = output / name
                 target.parent.mkdir(parents=True, exist_ok=True)
                 place(source, target)
+        atomic_write(output / RESULTS_FILE, merged.log.to_json())  # last, as `edct run` writes it

@@ -15,39 +15,62 @@ A sweep file (YAML)::
 
 Every job is checked before anything runs (its config is loaded with its overrides), and the
 resources it asks a scheduler for follow from its roles: a job whose roles load model weights
-locally (``LOCAL_WEIGHTS``) asks for a GPU unless they are set to ``device: cpu``.
+locally (their records' ``local_weights``: ``diffusers``, ``owlv2``, ``sam2``, an ``lmms-eval``
+target, whose API classes need ``resources.num_gpus: 0``) asks for a GPU unless they are set
+to ``device: cpu``.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from edct_task.config import RunConfig
 from edct_task.core.errors import ConfigError
+from edct_task.core.inputs import MiB, read_yaml
 from edct_task.presets import load_preset
-from edct_task.roles import PanelSpec, RoleSpec
+from edct_task.roles import ROLE_KINDS, PanelSpec, RoleSpec, record_of
+from edct_task.run.sharding import MAX_SHARDS
 
-LOCAL_WEIGHTS = frozenset({"diffusers", "owlv2", "grounding-dino", "sam2", "lmms-eval"})
-"""Backends (and detector segmenters) that load model weights into the job's own process: a job
-using one asks for a GPU. Served models (``openai-chat`` on vLLM, hosted editors) need none; an
-``lmms-eval`` target counts as local (its API classes: set ``resources.num_gpus: 0``)."""
+MAX_JOBS = 10_000
+"""Most jobs one sweep expands into (models × configs × seeds × shards), checked before any job is built."""
+MAX_CPUS = 1024.0
+"""Most CPUs (or GPUs, or units of a custom resource) one job may ask for."""
+MAX_SWEEP_BYTES = MiB
+"""Largest sweep file read."""
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
+"""A model or config name: it becomes a folder below the sweep's output and a word of the emitted
+Slurm scripts, so it is one safe path component (no ``/``, no ``..``, no space, quote or newline)."""
+
+
+def _safe_names(names: dict[str, Any]) -> dict[str, Any]:
+    for name in names:
+        if not NAME_PATTERN.fullmatch(name):
+            raise ValueError(
+                f"name {name[:60]!r} must be 1-100 letters, digits, '.', '_', '+' or '-', starting with "
+                "a letter or digit (it names a folder of the sweep's output)"
+            )
+    return names
+
+
+Amount = Annotated[float, Field(ge=0, le=MAX_CPUS, allow_inf_nan=False)]
 
 
 class Resources(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    num_cpus: float = Field(1, ge=0, description="CPUs a job asks for (Ray num_cpus, Slurm --cpus-per-task).")
-    num_gpus: float | None = Field(
-        None, ge=0, description="GPUs a job asks for; default: 1 when a role loads weights locally, else 0."
+    num_cpus: Amount = Field(1, description="CPUs a job asks for (Ray num_cpus, Slurm --cpus-per-task).")
+    num_gpus: Amount | None = Field(
+        None, description="GPUs a job asks for; default: 1 when a role loads weights locally, else 0."
     )
-    custom: dict[str, float] = Field(
+    custom: dict[str, Amount] = Field(
         default_factory=dict, description="Ray custom resources (e.g. {'api-quota': 1}); ignored by Slurm."
     )
 
@@ -56,16 +79,18 @@ class SweepFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     output: Path = Field(Path("runs/sweep"), description="Folder of the jobs' and the merged runs' folders.")
-    configs: dict[str, str] = Field(
+    configs: Annotated[dict[str, str], AfterValidator(_safe_names)] = Field(
         min_length=1, description="Name → run config file (relative to the sweep file) or preset name."
     )
-    models: dict[str, dict[str, Any]] = Field(
+    models: Annotated[dict[str, dict[str, Any]], AfterValidator(_safe_names)] = Field(
         min_length=1, description="Name → the target role's spec: {backend: …, options…}."
     )
     seeds: list[int] = Field([0], min_length=1, description="protocol.seed of each repeated run.")
-    shards: int = Field(1, ge=1, description="Slices per run (`edct run --shard I/N`).")
+    shards: int = Field(1, ge=1, le=MAX_SHARDS, description="Slices per run (`edct run --shard I/N`).")
     set: list[str] = Field(default_factory=list, description="KEY=VALUE overrides for every job.")
-    retries: int = Field(2, ge=0, description="Times a failed job (crash, kill, exit 1) is run again.")
+    retries: int = Field(
+        2, ge=0, le=100, description="Times a failed job (crash, kill, exit 1) is run again."
+    )
     resources: Resources = Field(default_factory=Resources, description="What each job asks a scheduler for.")
 
 
@@ -114,18 +139,23 @@ class Sweep:
 
 
 def read_sweep(path: Path) -> SweepFile:
+    """The sweep file, read as a stranger's file (``core.inputs``: a regular file of at most
+    ``MAX_SWEEP_BYTES``, its YAML aliases bounded) and checked, its job count included."""
+    if not Path(path).exists() and not Path(path).is_symlink():
+        raise ConfigError(f"sweep file {path} does not exist")
+    raw = read_yaml(Path(path), MAX_SWEEP_BYTES)
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"sweep file {path} does not exist") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"sweep file {path} is not valid YAML: {exc}") from None
-    try:
-        return SweepFile.model_validate(raw if isinstance(raw, dict) else {})
+        spec = SweepFile.model_validate(raw if isinstance(raw, dict) else {})
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
         raise ConfigError(f"sweep file {path}: {where}: {first['msg']}") from None
+    jobs = math.prod((len(spec.models), len(spec.configs), len(spec.seeds), spec.shards))
+    if jobs > MAX_JOBS:
+        raise ConfigError(
+            f"sweep file {path}: models × configs × seeds × shards is {jobs} jobs, more than {MAX_JOBS}"
+        )
+    return spec
 
 
 def _config_location(value: str, base: Path) -> str:
@@ -144,7 +174,9 @@ def local_weights(config: RunConfig) -> list[str]:
             nested = segmenter.get("backend") if isinstance(segmenter, dict) else segmenter
             args = str(s.options.get("model_args", "")).replace(" ", "").split(",")
             on_cpu = str(s.options.get("device", "")).lower() == "cpu" or "device=cpu" in args
-            if (s.backend in LOCAL_WEIGHTS or nested in LOCAL_WEIGHTS) and not on_cpu:
+            kind = ROLE_KINDS.get(role)
+            records = (record_of(kind, s.backend) if kind else None, record_of("segmenter", str(nested)))
+            if any(r is not None and r.local_weights for r in records) and not on_cpu:
                 out.append(role)
     return out
 

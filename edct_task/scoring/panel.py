@@ -24,7 +24,7 @@ from typing import Any, Literal
 Tie = Literal["unscored", "first"]
 
 
-def majority(votes: Sequence[int | None], *, tie: Tie = "unscored") -> int | None:
+def majority(votes: Sequence[float | None], *, tie: Tie = "unscored") -> int | None:
     """The majority of the scored binary votes; ``None`` when nobody scored (or a tie, by default)."""
     scored = [int(v) for v in votes if v is not None]
     if any(v not in (0, 1) for v in scored):
@@ -45,7 +45,7 @@ def mean_score(scores: Sequence[float | None]) -> float | None:
 
 
 def judge_vote(
-    samples: Sequence[int | None], kind: Literal["binary", "graded"], *, tie: Tie = "unscored"
+    samples: Sequence[float | None], kind: Literal["binary", "graded"], *, tie: Tie = "unscored"
 ) -> float | None:
     """One judge's vote from its self-consistency samples (a single sample is returned as is)."""
     if kind == "binary":
@@ -54,7 +54,10 @@ def judge_vote(
 
 
 def panel_score(
-    per_judge: Mapping[str, Sequence[int | None]], kind: Literal["binary", "graded"], *, tie: Tie = "unscored"
+    per_judge: Mapping[str, Sequence[float | None]],
+    kind: Literal["binary", "graded"],
+    *,
+    tie: Tie = "unscored",
 ) -> dict[str, Any]:
     """The panel's score for one item, and every judge's vote (kept for the record).
 
@@ -146,7 +149,7 @@ def agreement(
     weights: Literal["quadratic"] | None = "quadratic" if kind == "graded" else None
     if labels is None:
         labels = (1, 2, 3, 4, 5) if kind == "graded" else (0, 1)
-    pairs = []
+    pairs: list[dict[str, Any]] = []
     for x, y in itertools.combinations(names, 2):
         a, b = per_judge[x], per_judge[y]
         pairs.append(

@@ -11,6 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from edct_task.core.records import SampleScores
+from edct_task.scoring.metrics import PRIMARY, Metric, family, interval
+
 
 def records(out: Path, task: str = "edct_calibration") -> dict[str, dict[str, Any]]:
     """Sample id → the sample's EDCT record (as JSON data), from ``out/lmms`` (an lmms-eval output
@@ -26,23 +29,24 @@ def records(out: Path, task: str = "edct_calibration") -> dict[str, dict[str, An
     return {r.sample.id: r.model_dump(mode="json") for r in found}
 
 
-def _score(rec: dict[str, Any], name: str) -> float | None:
-    scores = rec.get("scores") or {}
-    return scores.get(name) if rec.get("status") == "scored" else None
+def _score(rec: dict[str, Any], row: Metric) -> float | int | None:
+    scores = rec.get("scores")
+    if rec.get("status") != "scored" or not scores:
+        return None
+    return row.value(SampleScores.model_validate(scores))
 
 
 def summary(recs: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """``n``, ``[mean, CI low, CI high]`` of CCS_binary and CCS_graded over scored samples, statuses."""
-    from edct_task.scoring.statistics import bootstrap_ci
-
+    """``n``, ``[mean, CI low, CI high]`` of each score metric (CCS_binary, CCS_graded) over scored
+    samples (95% CI of the metric's interval kind), statuses."""
     row: dict[str, Any] = {"n": len(recs)}
-    for name in ("ccs_binary", "ccs_graded"):
-        values = [v for r in recs.values() if (v := _score(r, name)) is not None]
+    for metric in family("score"):
+        values = [v for r in recs.values() if (v := _score(r, metric)) is not None]
         if values:
-            ci = bootstrap_ci(values, n_resamples=10_000, seed=0)
-            row[name] = [sum(values) / len(values), ci.low, ci.high]
+            ci = interval(metric, values)
+            row[metric.name] = [sum(values) / len(values), ci.low, ci.high]
         else:
-            row[name] = None
+            row[metric.name] = None
     statuses: dict[str, int] = {}
     for r in recs.values():
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
@@ -76,8 +80,7 @@ def compare(base: dict[str, dict[str, Any]], other: dict[str, dict[str, Any]], t
     same = [
         s
         for s in common
-        if base[s]["status"] == other[s]["status"]
-        and _score(base[s], "ccs_binary") == _score(other[s], "ccs_binary")
+        if base[s]["status"] == other[s]["status"] and _score(base[s], PRIMARY) == _score(other[s], PRIMARY)
     ]
     same_text = [s for s in common if replies(base[s]) == replies(other[s])]
     diverging = []

@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from support.hang_guard import finish, hang_limit
 
 from edct_task.annotation.app import AnnotationSession, create_app
 from edct_task.annotation.interventions import draw, judgeable_interventions
@@ -163,19 +164,23 @@ def test_edct_annotate_binds_localhost_prints_the_url_and_serves(run_dir: Path, 
         header = [proc.stdout.readline() for _ in range(3)]
         assert "annotating 5 interventions as bob" in header[0]
         (url,) = re.findall(r"open (http://127\.0\.0\.1:\d+/) in a browser", header[2])
-        session = httpx.get(url + "api/session", timeout=10).json()
+        timeout = hang_limit(10)  # a hang guard (httpx's own default is 5 s)
+        session = httpx.get(url + "api/session", timeout=timeout).json()
         assert session["annotator"] == "bob" and session["total"] == 5
         reply = httpx.post(
-            url + "api/labels", json={"intervention": session["ids"][0], "edit_valid": "invalid"}
+            url + "api/labels",
+            json={"intervention": session["ids"][0], "edit_valid": "invalid"},
+            timeout=timeout,
         )
         assert reply.status_code == 200 and len(labels.read_text().splitlines()) == 1
         # another site's page reaching the port by DNS rebinding names its own host: refused
-        assert httpx.get(url + "api/session", headers={"Host": "evil.example"}).status_code == 400
-        page = httpx.get(url)
+        evil = httpx.get(url + "api/session", headers={"Host": "evil.example"}, timeout=timeout)
+        assert evil.status_code == 400
+        page = httpx.get(url, timeout=timeout)
         assert page.status_code == 200 and "script-src 'self'" in page.headers["content-security-policy"]
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        finish(proc, 10)  # killed if it does not stop
 
 
 def test_edct_annotate_user_errors_exit_2(run_dir: Path, tmp_path: Path, capsys):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from support.audit_runs import HOSTILE_ID, HOSTILE_TEXTS, make_hostile
 from support.browser import watched_page
+from support.hang_guard import hang_limit
 
 from edct_task.annotation.app import AnnotationSession, create_app
 from edct_task.annotation.interventions import draw, judgeable_interventions
@@ -38,7 +39,7 @@ def _settled(page, position: int) -> None:
             "p => document.body.dataset.pending === '0' && "
             "document.getElementById('position').textContent === String(p)",
             arg=position,
-            timeout=10_000,
+            timeout=hang_limit(10) * 1000,
         )
     except Exception as exc:
         state = page.evaluate(

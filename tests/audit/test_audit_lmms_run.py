@@ -50,6 +50,6 @@ def test_lmms_eval_output_with_logged_samples_gets_a_full_report(tmp_path: Path)
     (payload,) = re.findall(r'<script type="application/json" id="edct-data">(.*?)</script>', index, re.S)
     run = json.loads(payload)["run"]
     assert run["model"] == "edct_reference"
-    expected = summarise(loaded.records)["overall"]["metrics"]["ccs_binary"]
-    assert run["metrics"]["ccs_binary"]["estimate"] == pytest.approx(expected["estimate"])
-    assert run["metrics"]["ccs_binary"]["low"] == pytest.approx(expected["low"])
+    expected = summarise(loaded.records).overall.metrics["ccs_binary"]
+    assert run["metrics"]["ccs_binary"]["estimate"] == pytest.approx(expected.estimate)
+    assert run["metrics"]["ccs_binary"]["low"] == pytest.approx(expected.low)

@@ -21,7 +21,7 @@ from edct_task.lmms import results as lmms_results
 from edct_task.lmms import settings as lmms_settings
 
 COUNTS = {"okvqa": 1, "drivelm": 1, "3dsr": 1}
-HOOKS = {"okvqa": documents.okvqa_docs, "drivelm": documents.drivelm_docs, "3dsr": documents.threedsr_docs}
+HOOKS = {"okvqa": documents.docs_okvqa, "drivelm": documents.docs_drivelm, "3dsr": documents.docs_3dsr}
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,7 @@ def test_calibration_roles_refuse_the_photographs_at_task_load(tmp_path, monkeyp
     monkeypatch.setenv(lmms_settings.ENV_WORK_DIR, str(tmp_path / "work"))
     stub = datasets.Dataset.from_list([{documents.STUB_COLUMN: "x"}])
     with pytest.raises(documents.TaskLoadError, match="calibration-only backends") as err:
-        documents.okvqa_docs(stub)
+        documents.docs_okvqa(stub)
     assert err.value.code == 2 and "EDCT_CONFIG" in str(err.value)
     assert not (tmp_path / "work").exists()  # refused before the engine (cache, roles) was built
 

@@ -12,6 +12,7 @@ from support.sources_fixture import (
     DRIVELM_ELIGIBLE,
     DRIVELM_FRAME,
     DRIVELM_REMOVED,
+    INPUT_OF,
     OKVQA_ELIGIBLE,
     OKVQA_REMOVED,
     THREEDSR_ELIGIBLE,
@@ -41,7 +42,9 @@ def sources(tmp_path_factory):
 
 
 def request(sources, out: Path, **kw) -> BuildRequest:
-    return BuildRequest(out=out, **{**sources.kwargs(), "counts": dict(ALL), **kw})
+    """A request for ``sources`` (a keyword naming a ``Sources`` field replaces that file)."""
+    files = {k: kw.pop(k) for k in list(kw) if k in INPUT_OF}
+    return BuildRequest(out=out, **{**sources.kwargs(**files), "counts": dict(ALL), **kw})
 
 
 def _rules(manifest: dict, domain: str) -> dict[str, int]:
@@ -108,9 +111,9 @@ def test_loads_from_env_var_and_through_the_bench_task_hooks(sources, tmp_path, 
     assert len(load_bench()) == sum(ALL.values())
     stub = datasets.Dataset.from_list([{documents.STUB_COLUMN: "x"}])
     for hook, domain in (
-        (documents.okvqa_docs, "okvqa"),
-        (documents.drivelm_docs, "drivelm"),
-        (documents.threedsr_docs, "3dsr"),
+        (documents.docs_okvqa, "okvqa"),
+        (documents.docs_drivelm, "drivelm"),
+        (documents.docs_3dsr, "3dsr"),
     ):
         docs = hook(stub)
         assert len(docs) == ALL[domain] and set(docs["domain"]) == {domain}
@@ -167,7 +170,7 @@ def test_id_list_errors(sources, tmp_path, ids, message):
 def test_vlmevalkit_tsv_with_inline_images(sources, tmp_path):
     tsv = write_threedsr_tsv(tmp_path, lambda i: Image.new("RGB", (20, 10), (i * 40 % 256, 0, 0)))
     build_bench(
-        BuildRequest(out=tmp_path / "bench", threedsr_table=tsv, counts={"okvqa": 0, "drivelm": 0, "3dsr": 3})
+        BuildRequest(out=tmp_path / "bench", inputs={"3dsr": {"table": tsv}}, counts={"okvqa": 0, "3dsr": 3})
     )
     ds = load_bench(tmp_path / "bench")
     assert sorted(ds["id"]) == ["3dsr-1", "3dsr-2", "3dsr-3"] and ds[0]["image"].size == (20, 10)
@@ -202,7 +205,7 @@ def test_tsv_rows_with_the_same_question_on_different_images_are_all_kept(tmp_pa
         w.writeheader()
         w.writerows([*rows, {**rows[0], "index": "4", "A": "no", "B": "yes", "answer": "B"}])  # a variant
     result = build_bench(
-        BuildRequest(out=tmp_path / "b", threedsr_table=path, counts={"okvqa": 0, "drivelm": 0, "3dsr": 3})
+        BuildRequest(out=tmp_path / "b", inputs={"3dsr": {"table": path}}, counts={"okvqa": 0, "3dsr": 3})
     )
     assert sorted(load_bench(tmp_path / "b")["id"]) == ["3dsr-1", "3dsr-2", "3dsr-3"]
     assert _rules(result.manifest, "3dsr") == {"3dsr.orientation_family": 0, "3dsr.one_variant": 1}

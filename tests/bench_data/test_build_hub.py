@@ -25,11 +25,13 @@ from support.hub_fixture import (
 from support.sources_fixture import DRIVELM_ELIGIBLE, DRIVELM_REMOVED, write_sources
 
 from edct_task.bench_data import BenchDataError, BuildRequest, build_bench, load_bench, read_manifest
+from edct_task.bench_data.domain import HubSource
+from edct_task.bench_data.domains import REGISTRY
 from edct_task.bench_data.drivelm import SYSTEM_PROMPT
 from edct_task.bench_data.format import file_sha256
-from edct_task.bench_data.hub import DRIVELM_HUB, OKVQA_HUB, THREEDSR_HUB, HubSource
 from edct_task.cli.main import main
 
+OKVQA_HUB, DRIVELM_HUB, THREEDSR_HUB = (REGISTRY[d].hub.repo for d in ("okvqa", "drivelm", "3dsr"))
 COMMITS = {
     OKVQA_HUB: "1f0a" * 10,
     THREEDSR_HUB: "2e1b" * 10,
@@ -122,9 +124,11 @@ def test_hub_and_local_builds_select_the_same_items(hub_cache, tmp_path):
                 out=tmp_path / f"h{seed}",
                 seed=seed,
                 counts=counts,
-                okvqa_hub=HubSource(OKVQA_HUB),
-                drivelm_hub=HubSource(DRIVELM_HUB),
-                threedsr_hub=HubSource(THREEDSR_HUB),
+                hubs={
+                    "okvqa": HubSource(OKVQA_HUB),
+                    "drivelm": HubSource(DRIVELM_HUB),
+                    "3dsr": HubSource(THREEDSR_HUB),
+                },
             )
         )
         assert load_bench(tmp_path / f"h{seed}")["id"] == load_bench(tmp_path / f"l{seed}")["id"]
@@ -136,7 +140,7 @@ def test_a_revision_pins_a_commit(repos, hub_cache, tmp_path):
     counts = {"okvqa": 3, "drivelm": 0, "3dsr": 0}
     for revision, commit in ((old, old), ("v1", old), (None, COMMITS[OKVQA_HUB])):
         out = tmp_path / f"b-{revision}"
-        build_bench(BuildRequest(out=out, counts=counts, okvqa_hub=HubSource(OKVQA_HUB, revision)))
+        build_bench(BuildRequest(out=out, counts=counts, hubs={"okvqa": HubSource(OKVQA_HUB, revision)}))
         hub = read_manifest(out)["domains"]["okvqa"]["hub"]
         assert hub["commit"] == commit and hub["revision"] == (revision or "main")
 
@@ -162,7 +166,7 @@ def test_ccvl_tsv_through_the_hub_cache_and_the_circular_config(hub_cache, tmp_p
         BuildRequest(
             out=tmp_path / "tsv",
             counts={"okvqa": 0, "drivelm": 0, "3dsr": 3},
-            threedsr_hub=HubSource("ccvl/3DSRBench"),
+            hubs={"3dsr": HubSource("ccvl/3DSRBench")},
         )
     )
     assert read_manifest(tmp_path / "tsv")["domains"]["3dsr"]["hub"]["commit"] == COMMITS["ccvl/3DSRBench"]
@@ -170,8 +174,7 @@ def test_ccvl_tsv_through_the_hub_cache_and_the_circular_config(hub_cache, tmp_p
         BuildRequest(
             out=tmp_path / "circ",
             counts={"okvqa": 0, "drivelm": 0, "3dsr": 3},
-            threedsr_hub=HubSource(THREEDSR_HUB),
-            threedsr_config="3dsr_circular",
+            hubs={"3dsr": HubSource(THREEDSR_HUB, options={"config": "3dsr_circular"})},
         )
     )
     # 12 rows: each question in every option order; one row per question and image is kept
@@ -212,13 +215,13 @@ def test_wrong_schema_and_missing_files_name_what_is_wrong(repos, tmp_path):
     table.to_parquet(str(bad / "data" / "val2014-00000-of-00001.parquet"))
     with pytest.raises(BenchDataError, match=r"missing column\(s\) \['answers'\]"):
         build_bench(BuildRequest(out=tmp_path / "b", counts={"okvqa": 1, "drivelm": 0, "3dsr": 0},
-                                 okvqa_hub=HubSource(str(bad))))  # fmt: skip
+                                 hubs={"okvqa": HubSource(str(bad))}))  # fmt: skip
     half = tmp_path / "drivelm-half"
     half.mkdir()
     (half / "v1_1_train_nus.json").write_text((repos[DRIVELM_HUB] / "v1_1_train_nus.json").read_text())
     with pytest.raises(BenchDataError, match=r"must hold drivelm_nus_imgs_train\.zip"):
         build_bench(BuildRequest(out=tmp_path / "b", counts={"okvqa": 0, "drivelm": 1, "3dsr": 0},
-                                 drivelm_hub=HubSource(str(half))))  # fmt: skip
+                                 hubs={"drivelm": HubSource(str(half))}))  # fmt: skip
 
 
 def test_two_folders_of_one_name_are_two_datasets(tmp_path):
@@ -228,7 +231,7 @@ def test_two_folders_of_one_name_are_two_datasets(tmp_path):
 
     first = write_okvqa_repo(tmp_path / "a" / "okvqa")
     build_bench(BuildRequest(out=tmp_path / "b1", counts={"okvqa": 3, "drivelm": 0, "3dsr": 0},
-                             okvqa_hub=HubSource(str(first))))  # fmt: skip
+                             hubs={"okvqa": HubSource(str(first))}))  # fmt: skip
     second = tmp_path / "b" / "okvqa"
     write_okvqa_repo(second)
     import datasets
@@ -244,6 +247,6 @@ def test_two_folders_of_one_name_are_two_datasets(tmp_path):
         str(first), split="val2014", cache_dir=str(tmp_path / "c")).features)  # fmt: skip
     table.to_parquet(str(second / "data" / "val2014-00000-of-00001.parquet"))
     result = build_bench(BuildRequest(out=tmp_path / "b2", counts={"okvqa": 4, "drivelm": 0, "3dsr": 0},
-                                      okvqa_hub=HubSource(str(second))))  # fmt: skip
+                                      hubs={"okvqa": HubSource(str(second))}))  # fmt: skip
     assert result.manifest["domains"]["okvqa"]["items_read"] == len(OKVQA_ROWS) + 1
     assert "okvqa-7777777" in load_bench(tmp_path / "b2")["id"]

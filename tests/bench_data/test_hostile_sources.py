@@ -56,7 +56,7 @@ def test_a_hub_table_cannot_make_the_builder_read_what_it_names(tmp_path, path, 
     os.mkfifo(folder / "fifo.png")
     table = [{"image": {"bytes": None, "path": path}}]
     with pytest.raises(BenchDataError, match=reason):
-        read_image(_candidate(hub._image_reader(table, 0, folder)))
+        read_image(_candidate(hub.image_reader(table, 0, folder)))
 
 
 def test_a_hub_table_image_inside_its_folder_is_read(tmp_path):
@@ -64,7 +64,7 @@ def test_a_hub_table_image_inside_its_folder_is_read(tmp_path):
     folder.mkdir()
     _png(folder / "img.png")
     table = [{"image": {"bytes": None, "path": "img.png"}}]
-    assert read_image(_candidate(hub._image_reader(table, 0, folder))) == (folder / "img.png").read_bytes()
+    assert read_image(_candidate(hub.image_reader(table, 0, folder))) == (folder / "img.png").read_bytes()
 
 
 def test_a_drivelm_zip_member_is_checked_before_it_is_inflated(tmp_path):

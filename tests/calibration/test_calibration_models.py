@@ -52,15 +52,54 @@ def ask(vlm: ReferenceVLM, question: str, image: Image.Image) -> tuple[str, str]
 
 
 def test_behaviour_strings_are_parsed_strictly() -> None:
-    assert parse_behavior("faithful") == ("faithful", 1.0)
-    assert parse_behavior("mixed:0.25") == ("mixed", 0.25)
-    assert parse_behavior("mixed:1") == ("mixed", 1.0)
-    for bad in ("Faithful", "mixed", "mixed:1.5", "mixed:-0.1", "mixed:abc", "prior "):
+    assert parse_behavior("faithful") == ("faithful", 1.0, 0)
+    assert parse_behavior("mixed:0.25") == ("mixed", 0.25, 0)
+    assert parse_behavior("mixed:1") == ("mixed", 1.0, 0)
+    assert parse_behavior("mixed:0.5:seed=3") == ("mixed", 0.5, 3)
+    bad_seeds = (
+        "mixed:0.5:seed=",
+        "mixed:0.5:seed=-1",
+        "mixed:0.5:seed=01",
+        "faithful:seed=1",
+        "mixed:0.5:3",
+    )
+    for bad in ("Faithful", "mixed", "mixed:1.5", "mixed:-0.1", "mixed:abc", "prior ", *bad_seeds):
         with pytest.raises(ValueError, match=r"faithful, prior, stale, mixed:<p>"):
             ReferenceVLM(bad)
     vlm = ReferenceVLM("mixed:0.5")
     assert isinstance(vlm, VisionChatModel)
     assert vlm.identity() == {"backend": "calibration-reference", "behavior": "mixed:0.5"}
+
+
+def test_a_run_seed_redraws_the_mixed_scenes_and_seed_0_is_the_old_draw(samples) -> None:
+    """Issue 44: mixed:p had no seed, so no two runs on the same items could differ. The seed
+    redraws which scenes are answered faithfully (independently: about 2p(1 - p) of them change),
+    the same seed draws the same, and seed 0 is the draw mixed:p always made (default records
+    unchanged)."""
+    from edct_task.calibration import perceive
+    from edct_task.calibration.reference_vlm import _unit_hash
+
+    def modes(behavior: str) -> list[str]:
+        vlm = ReferenceVLM(behavior)
+        return [
+            vlm.mode(s.question, perceive(np.asarray(s.image), world.family_of_question(s.question)))
+            for s in samples
+        ]
+
+    default = modes("mixed:0.5")
+    old = [
+        "faithful" if _unit_hash(f"{s.question}|{p.context}|{p.signature}") < 0.5 else "prior"
+        for s in samples
+        for p in [perceive(np.asarray(s.image), world.family_of_question(s.question))]
+    ]
+    assert default == old == modes("mixed:0.5:seed=0")
+    seeded = modes("mixed:0.5:seed=3")
+    assert seeded == modes("mixed:0.5:seed=3")
+    changed = sum(a != b for a, b in zip(default, seeded, strict=True))
+    assert 15 <= changed <= 45  # 60 scenes, each redrawn: 30 expected
+    assert modes("mixed:0.5:seed=4") != seeded
+    vlm = ReferenceVLM("mixed:0.5:seed=3")
+    assert vlm.identity() == {"backend": "calibration-reference", "behavior": "mixed:0.5:seed=3"}
 
 
 def test_faithful_answers_and_cites_what_it_sees(samples) -> None:

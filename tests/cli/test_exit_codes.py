@@ -5,10 +5,12 @@ The judge-health line is printed on both paths."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
+from support.backends import stand_in
 
 from edct_task import roles as roles_mod
 from edct_task.calibration import RuleBasedLLM
@@ -42,7 +44,9 @@ EXPECTED = {"all-scored": 0, "none-scored": 3, "binary-unreadable": 3}
 @pytest.fixture
 def judges(monkeypatch):
     for name, garble in JUDGES.items():
-        monkeypatch.setitem(roles_mod.REGISTRY["text"], name, lambda options, g=garble: _Judge(g))
+        monkeypatch.setitem(
+            roles_mod.REGISTRY["text"], name, stand_in("text", name, lambda options, g=garble: _Judge(g))
+        )
 
 
 def _config(tmp_path: Path, judge: str) -> Path:
@@ -76,11 +80,63 @@ def test_fast_path_exit_codes(case, tmp_path, judges, capsys):
     assert "judge health: judge: binary" in out.out
 
 
+class _Step2Judge(RuleBasedLLM):
+    """The calibration rules, except that the binary verdict of every second edit is unreadable."""
+
+    def complete(self, prompt, params):
+        if identify(prompt) == "judge_binary" and "\n\n2. " in prompt:
+            return Completion("Both scores are hard to give here.")
+        return super().complete(prompt, params)
+
+
+def test_fail_on_unscored_counts_a_step_whose_verdict_could_not_be_read(tmp_path, monkeypatch, capsys):
+    """Issue 44: a sample with an unreadable step-2 binary verdict stayed scored (its CCS_binary
+    from step 1 alone) and --fail-on-unscored 0.05 exited 0. A score needs every step judged: those
+    samples have no CCS_binary (their CCS_graded stands), and the flag counts them."""
+    from edct_task.run.outputs import load_run
+
+    monkeypatch.setitem(
+        roles_mod.REGISTRY["text"],
+        "step2-judge",
+        stand_in("text", "step2-judge", lambda options: _Step2Judge()),
+    )
+    config = _config(tmp_path, "step2-judge")
+    rc = main(["run", "--config", str(config), "--fail-on-unscored", "0.05"])
+    err = capsys.readouterr().err
+    assert rc == 3, err[-2000:]
+    assert "without ccs_binary" in err and "more than --fail-on-unscored 0.05" in err
+    records = load_run(tmp_path / "out").records
+    two_steps = [r for r in records if sum(s.verified for s in r.steps) == 2]
+    assert two_steps and all(r.status == "scored" for r in two_steps)
+    assert all(r.scores.ccs_binary is None and r.scores.ccs_graded is not None for r in two_steps)
+    counts = load_run(tmp_path / "out").results["results"]["overall"]["counts"]
+    assert counts["binary_scored"] == counts["scored"] - len(two_steps)
+    assert main(["run", "--config", str(config), "--fail-on-unscored", "1.0"]) == 0
+
+
+@pytest.mark.slow
+def test_fast_path_fail_on_unscored_counts_a_step_whose_verdict_could_not_be_read(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setitem(
+        roles_mod.REGISTRY["text"],
+        "step2-judge",
+        stand_in("text", "step2-judge", lambda options: _Step2Judge()),
+    )
+    argv = ["run", "--model", "edct_reference", "--model_args", "behavior=faithful", "--tasks"]
+    argv += ["edct_calibration", "--limit", "3", "--config", str(_config(tmp_path, "step2-judge"))]
+    argv += ["--no-progress", "--fail-on-unscored", "0.05", "--output", str(tmp_path / "fast")]
+    rc = main(argv)
+    err = capsys.readouterr().err
+    assert rc == 3 and "without ccs_binary" in err, err[-2000:]
+
+
 def test_calibration_roles_refuse_a_dataset_before_anything_is_built(tmp_path, monkeypatch, capsys):
     built = []
-    for factories in roles_mod.REGISTRY.values():
-        for name, factory in list(factories.items()):
-            monkeypatch.setitem(factories, name, lambda o, f=factory, n=name: built.append(n) or f(o))
+    for records in roles_mod.REGISTRY.values():
+        for name, record in list(records.items()):
+            counting = lambda o, r=record, n=name: built.append(n) or r.load_factory()(o)  # noqa: E731
+            monkeypatch.setitem(records, name, replace(record, factory=counting))
     _photo_bench(tmp_path)
     capsys.readouterr()  # the build's own progress lines
     raw = calibration_config(n=3, output_dir=tmp_path / "out").model_dump(mode="json")

@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from support.hang_guard import hang_limit
 
 BIN = Path(sys.executable).parent
 
@@ -44,7 +45,10 @@ def _run(tmp_path: Path, case: str) -> subprocess.CompletedProcess:
     script = tmp_path / "program.py"
     script.write_text(PROGRAM)
     return subprocess.run(
-        [sys.executable, str(script), str(tmp_path), case], capture_output=True, text=True, timeout=60
+        [sys.executable, str(script), str(tmp_path), case],
+        capture_output=True,
+        text=True,
+        timeout=hang_limit(60),
     )
 
 
@@ -71,7 +75,7 @@ def test_the_edct_command_exits_through_it_with_mains_code(tmp_path):
         [str(BIN / "edct"), "run", "--model", "edct_reference", "--tasks", "no_such_task"],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=hang_limit(300),
         cwd=tmp_path,
         env={
             "PATH": str(BIN),

@@ -3,6 +3,7 @@ and before any backend is built."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -61,14 +62,14 @@ def test_bad_configs_exit_2_with_one_message_before_any_backend_is_built(
     case: str, config_file, capsys, monkeypatch
 ) -> None:
     built: list[str] = []
-    for kind, factories in roles_mod.REGISTRY.items():
-        for name, factory in list(factories.items()):
+    for kind, records in roles_mod.REGISTRY.items():
+        for name, record in list(records.items()):
 
-            def counting(options, _f=factory, _n=name):
+            def counting(options, _r=record, _n=name):
                 built.append(_n)
-                return _f(options)
+                return _r.load_factory()(options)
 
-            monkeypatch.setitem(roles_mod.REGISTRY[kind], name, counting)
+            monkeypatch.setitem(roles_mod.REGISTRY[kind], name, replace(record, factory=counting))
     monkeypatch.delenv("EDCT_TEST_UNSET_KEY", raising=False)
     mutate, named = CASES[case]
     rc, err = _run(["run", "--config", str(config_file(mutate))], capsys)
@@ -103,11 +104,10 @@ def test_bad_yaml_names_the_file(tmp_path: Path, capsys) -> None:
 
 def test_an_unreadable_data_path_fails_before_any_backend_is_built(config_file, capsys, monkeypatch) -> None:
     built: list[str] = []
-    for kind, factories in roles_mod.REGISTRY.items():
-        for name, factory in list(factories.items()):
-            monkeypatch.setitem(
-                roles_mod.REGISTRY[kind], name, lambda o, _f=factory, _n=name: built.append(_n) or _f(o)
-            )
+    for kind, records in roles_mod.REGISTRY.items():
+        for name, record in list(records.items()):
+            counting = lambda o, _r=record, _n=name: built.append(_n) or _r.load_factory()(o)  # noqa: E731
+            monkeypatch.setitem(roles_mod.REGISTRY[kind], name, replace(record, factory=counting))
     path = config_file(lambda c: c.update(data={"source": "dataset", "path": "/nonexistent/edct-bench"}))
     rc, err = _run(["run", "--config", str(path)], capsys)
     assert rc == 2 and err.startswith("edct: data error:") and "/nonexistent/edct-bench" in err

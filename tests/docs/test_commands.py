@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.hang_guard import hang_limit
 
 ROOT = Path(__file__).resolve().parents[2]
 SHELL_BLOCKS = {"bash", "sh", "shell", "console"}
@@ -164,6 +165,8 @@ def check_edct(args: list[str]) -> str | None:
         with contextlib.redirect_stderr(err):
             ns = parser.parse_args(args)
     except SystemExit as exc:
+        if exc.code == 0:  # --help
+            return None
         return (err.getvalue().strip().splitlines() or [f"exit {exc.code}"])[-1]
     if passthrough and not getattr(owners[ns.command], "TAKES_PASSTHROUGH", False):
         return f"edct {ns.command} takes no arguments after --"
@@ -217,6 +220,17 @@ def check_make(args: list[str]) -> str | None:
     return f"no Makefile target {', '.join(missing)}" if missing else None
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _extension_installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """docs/extending.md's example package installed (its domain's flags parse, its backend is
+    known), as the guide installs it before its commands."""
+    from support.installed import install
+
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        install(tmp_path_factory.mktemp("site"), monkeypatch)
+        yield
+
+
 @pytest.fixture(scope="module")
 def commands() -> list[DocCommand]:
     return doc_commands()
@@ -264,6 +278,7 @@ def test_every_make_line_names_a_target(commands: list[DocCommand]) -> None:
 def test_the_checks_catch_bad_lines() -> None:
     assert "unrecognized arguments: --nonsense" in check_edct(["run", "--config", "x.yaml", "--nonsense"])
     assert "invalid choice" in check_edct(["demo", "--model", "gpt-9"])
+    assert check_edct(["build-bench", "--help"]) is None
     assert "not an EDCT task" in check_edct(["run", "--model", "edct_reference", "--tasks", "mme"])
     assert "neither a file path nor a shipped preset" in check_edct(["run", "--config", "no-such-preset"])
     assert check_edct(["run", "--config", "open-models-one-gpu-80gb"]) is None
@@ -305,6 +320,11 @@ RUNS = [
         "runs/calibration-prior/results.json",
     ),
     ("edct audit runs/calibration-faithful", [], "runs/calibration-faithful/audit/index.html"),
+    (
+        "edct submit runs/calibration-faithful --output faithful.edct.zip --every-eval-ever eee-records",
+        [],
+        "eee-records/data/edct-bench/calibration-reference/faithful",
+    ),
     ("edct report runs/calibration-faithful runs/calibration-prior --output report/", [], "report/report.md"),
     (
         "edct run --model edct_reference --model_args behavior=faithful --tasks edct_calibration"
@@ -350,7 +370,7 @@ def test_the_chosen_lines_run_end_to_end(commands: list[DocCommand], tmp_path: P
             env=_env(),
             capture_output=True,
             text=True,
-            timeout=600,
+            timeout=hang_limit(600),
         )
         assert done.returncode == 0, f"{line}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
         assert (tmp_path / output).exists(), f"{line}: no {output}"
@@ -370,7 +390,9 @@ def _dry_run(target: str) -> str:
     """What ``make TARGET`` would run, printed only (``-n``), with this environment as ``.venv``."""
     venv = Path(sys.executable).parent.parent
     argv = ["make", "-n", "-o", f"{venv}/.installed", target, f"VENV={venv}"]
-    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        argv, cwd=ROOT, capture_output=True, text=True, check=True, timeout=hang_limit(60)
+    ).stdout
 
 
 @pytest.mark.slow
@@ -399,7 +421,7 @@ def test_the_quick_start_demo_runs(commands: list[DocCommand], tmp_path: Path) -
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=hang_limit(600),
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert re.search(r"^faithful +1\.000", done.stdout, re.MULTILINE), done.stdout

@@ -99,3 +99,30 @@ def test_the_hook_replaces_every_marker_and_refuses_an_unknown_group() -> None:
     assert "edct-reference" not in out and "### RunLog" in out and "## `edct run`" in out
     with pytest.raises(ValueError, match="unknown model group"):
         reference.on_page_markdown("<!-- edct-reference: models nonsense -->")
+
+
+def test_the_backends_page_lists_every_backend_its_traits_and_options() -> None:
+    from edct_task.roles import registry
+
+    page = reference.backends_markdown()
+    for kind, records in registry().items():
+        assert f"### {kind}\n" in page
+        for name, record in records.items():
+            assert f"#### `{name}`" in page
+            for option in record.options_model().model_fields:
+                assert f"| `{option}` |" in page
+    assert "Traits: `paid`" in page and "`max_cost_usd`" in page and "`price_per_call_usd`" in page
+    assert "<!-- edct-reference: backends -->" in (ROOT / "docs" / "reference" / "config.md").read_text()
+
+
+def test_no_default_shows_as_raw_backticks() -> None:
+    """An empty default (``--model_args ""``) was written as an empty code span, which Markdown
+    shows as two raw backticks; a backtick inside a default needs a longer fence."""
+    page = reference.cli_markdown() + reference.models_markdown("config")
+    assert not [line for line in page.splitlines() if "``" in line.replace("```", "") and "| ``" in line]
+    row = next(line for line in reference.cli_markdown().splitlines() if line.startswith("| `--model_args`"))
+    assert '`""`' in row
+    assert reference.code("") == '`""`'
+    assert reference.code("a`b") == "``a`b``"
+    assert reference.code("`x`") == "`` `x` ``"
+    assert reference.code(0.1) == "`0.1`"

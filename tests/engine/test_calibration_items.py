@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
+from support.backends import stand_in
+from support.hang_guard import hang_limit
 
 from edct_task import roles as roles_mod
 from edct_task.calibration import ReferenceVLM, calibration_sample
@@ -29,11 +31,20 @@ def test_ids_are_known_before_rendering_and_match_the_rendered_samples(tmp_path:
     assert drawn[0].metadata == {"source": "calibration", "expected_answer": expected}
 
 
-def _slow_scenes(monkeypatch: pytest.MonkeyPatch, events: list[str], delay: float) -> None:
+def _slow_scenes(
+    monkeypatch: pytest.MonkeyPatch,
+    events: list[str],
+    delay: float,
+    gate: tuple[int, threading.Event] | None = None,
+) -> None:
+    """Every scene takes ``delay`` longer to render; scene ``gate[0]`` also waits for ``gate[1]``
+    (at most a hang guard's time: then it renders, late)."""
     real = calibration_samples.calibration_sample
 
     def slow(index: int, seed: int = 0):
         time.sleep(delay)
+        if gate is not None and index == gate[0]:
+            gate[1].wait(hang_limit(10))
         sample = real(index, seed)
         events.append(f"rendered {index}")
         return sample
@@ -44,13 +55,16 @@ def _slow_scenes(monkeypatch: pytest.MonkeyPatch, events: list[str], delay: floa
 def test_a_loop_that_stops_early_renders_no_more(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     events: list[str] = []
     _slow_scenes(monkeypatch, events, 0.05)
-    drawn = iter(CalibrationItems(40, 0, ImageStore(tmp_path)))
+    drawn = iter(CalibrationItems(100, 0, ImageStore(tmp_path)))
     first = [next(drawn), next(drawn)]
-    assert [s.id for s in first] == [calibration_sample(i).id for i in range(2)]
     drawn.close()  # type: ignore[attr-defined]
     settled = len(events)
-    time.sleep(0.3)
-    assert len(events) == settled < 10  # the renders not yet started were cancelled
+    # closed: no render thread is left to render more
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("edct-render")]
+    # the renders not yet started were cancelled: a few ran (two threads render ahead, more while
+    # a busy machine keeps this thread waiting), not the 98 scenes still queued
+    assert len(events) == settled < 50
+    assert [s.id for s in first] == [calibration_sample(i).id for i in range(2)]
 
 
 def test_the_first_target_call_goes_out_before_the_last_scene_renders(
@@ -58,15 +72,21 @@ def test_the_first_target_call_goes_out_before_the_last_scene_renders(
 ) -> None:
     events: list[str] = []
     lock = threading.Lock()
+    asked = threading.Event()
 
     class Watched(ReferenceVLM):
         def generate(self, conversations, params):
             with lock:
                 events.append("target")
+            asked.set()
             return super().generate(conversations, params)
 
-    monkeypatch.setitem(roles_mod.REGISTRY["target"], "watched", lambda o: Watched("faithful"))
-    _slow_scenes(monkeypatch, events, 0.08)
+    monkeypatch.setitem(
+        roles_mod.REGISTRY["target"], "watched", stand_in("target", "watched", lambda o: Watched("faithful"))
+    )
+    # the last scene renders once a target call went out (or, if none goes out before every scene
+    # is rendered, a hang guard's time later: then the order below fails)
+    _slow_scenes(monkeypatch, events, 0.08, gate=(11, asked))
     raw = calibration_config("faithful", n=12, output_dir=tmp_path / "run").model_dump(mode="json")
     raw.update(progress=False, bootstrap_resamples=200)
     raw["roles"]["target"] = {"backend": "watched"}

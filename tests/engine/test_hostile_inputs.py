@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from PIL import Image
+from support.backends import stand_in
 from support.calibration_dataset import bomb_png, write_calibration_dataset
 
 from edct_task import roles as roles_mod
@@ -45,7 +46,11 @@ class _SurrogateVLM(ReferenceVLM):
 def test_a_reply_with_a_lone_surrogate_costs_nothing_and_is_written_as_utf8(
     tmp_path: Path, monkeypatch
 ) -> None:
-    monkeypatch.setitem(roles_mod.REGISTRY["target"], "surrogate", lambda o: _SurrogateVLM("faithful"))
+    monkeypatch.setitem(
+        roles_mod.REGISTRY["target"],
+        "surrogate",
+        stand_in("target", "surrogate", lambda o: _SurrogateVLM("faithful")),
+    )
     raw = _config(tmp_path, "out")
     raw["roles"]["target"] = {"backend": "surrogate"}
     outcome = run(config_from_dict(raw))

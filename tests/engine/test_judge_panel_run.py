@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.backends import stand_in
 
 from edct_task import roles as roles_mod
 from edct_task.calibration import RuleBasedLLM
@@ -27,7 +28,11 @@ class _Contrarian(RuleBasedLLM):
 
 
 def test_panel_majority_and_agreement(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(roles_mod.REGISTRY["text"], "contrarian", lambda options: _Contrarian())
+    monkeypatch.setitem(
+        roles_mod.REGISTRY["text"],
+        "contrarian",
+        stand_in("text", "contrarian", lambda options: _Contrarian()),
+    )
     base = calibration_config("faithful", n=12, output_dir=tmp_path / "run").model_dump(mode="json")
     base.update(progress=False, bootstrap_resamples=500)
     base["roles"]["judge"] = [
@@ -55,6 +60,10 @@ def test_panel_majority_and_agreement(tmp_path: Path, monkeypatch: pytest.Monkey
     assert agreement["ac"]["mean_percent"] == pytest.approx(1 / 3)
     assert agreement["ef"]["mean_percent"] == 1.0
     assert agreement["graded"]["mean_percent"] == 1.0
-    # every judge is asked (and cached) under its own identity: 3 judges x 2 calls x 24 steps
+    # every judge is asked (and cached) under its own identity: 3 judges x 2 calls x (24 steps and
+    # 16 known-answer controls); the contrarian judge fails its binary controls, and only it
     calls = results["calls"]
-    assert calls["calls"]["judge"] + calls["cache_hits"].get("judge", 0) == 3 * 2 * 24
+    assert calls["calls"]["judge"] + calls["cache_hits"].get("judge", 0) == 3 * 2 * (24 + 16)
+    binary = results["controls"]["roles"]["judge_binary"]
+    assert [binary[j]["below_bar"] for j in ("judge0", "judge1", "judge2")] == [False, True, False]
+    assert results["controls"]["unreliable"][0].startswith("binary judge (judge1): ")

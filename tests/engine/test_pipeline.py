@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from support.backends import stand_in
+from support.hang_guard import hang_limit
 
 from edct_task import roles as roles_mod
 from edct_task.calibration import ReferenceVLM
@@ -36,13 +38,21 @@ def test_pipelined_and_lockstep_write_identical_samples(tmp_path: Path, behavior
     assert lock.results["calls"]["calls"] == pipe.results["calls"]["calls"]
 
 
+def _set_event() -> threading.Event:
+    event = threading.Event()
+    event.set()
+    return event
+
+
 class _Watched(ReferenceVLM):
-    """Counts batch sizes and the most calls in flight at once."""
+    """Counts batch sizes and the most calls in flight at once; a call is busy until ``busy_until``
+    is set (at most a hang guard's time), then 50 ms more."""
 
     sizes: ClassVar[list[int]] = []
     inflight: ClassVar[int] = 0
     most: ClassVar[int] = 0
     lock: ClassVar[threading.Lock] = threading.Lock()
+    busy_until: ClassVar[threading.Event] = _set_event()
 
     def generate(self, conversations, params):
         cls = type(self)
@@ -50,6 +60,7 @@ class _Watched(ReferenceVLM):
             cls.sizes.append(len(conversations))
             cls.inflight += 1
             cls.most = max(cls.most, cls.inflight)
+        cls.busy_until.wait(hang_limit(10))
         time.sleep(0.05)
         try:
             return super().generate(conversations, params)
@@ -59,12 +70,30 @@ class _Watched(ReferenceVLM):
 
 
 def test_target_requests_go_in_batches_within_the_concurrency_limit(tmp_path: Path, monkeypatch) -> None:
+    from edct_task.engine import dispatch
+
     _Watched.sizes, _Watched.most = [], 0
-    monkeypatch.setitem(roles_mod.REGISTRY["target"], "watched", lambda o: _Watched("faithful"))
+    monkeypatch.setattr(_Watched, "busy_until", threading.Event())
+    issued = {"target": 0}
+
+    def count(self, stage: str) -> None:
+        """The model's two slots stay busy until a full batch waits behind them (whatever the load)."""
+        if stage == "target":
+            issued["target"] += 1
+            with _Watched.lock:
+                waiting = issued["target"] - sum(_Watched.sizes)
+                if (len(_Watched.sizes) == 2 and waiting >= 8) or issued["target"] >= 24:
+                    _Watched.busy_until.set()
+
+    monkeypatch.setattr(dispatch.CallStats, "issued", count)
+    monkeypatch.setitem(
+        roles_mod.REGISTRY["target"], "watched", stand_in("target", "watched", lambda o: _Watched("faithful"))
+    )
     raw = _config(tmp_path, "p", "faithful", "pipelined", n=24, target_concurrency=2).model_dump(mode="json")
     raw["roles"]["target"] = {"backend": "watched"}
     outcome = run(config_from_dict(raw))
     assert all(r.status == "scored" for r in outcome.records)
+    assert _Watched.busy_until.is_set()
     assert max(_Watched.sizes) == 8  # full batches form while the model is busy
     assert sum(_Watched.sizes) == outcome.results["calls"]["calls"]["target"]
     assert _Watched.most <= 2
@@ -143,8 +172,21 @@ def test_samples_answered_while_later_samples_are_drawn_move_on_before_the_last_
         def call(self, batch):
             return ["ok" for _ in batch]
 
+    from edct_task.engine import runtime
+
+    replied = threading.Event()  # a reply is in the driver's queue
+    put = runtime._ThreadQueue.put
+
+    def put_and_tell(self, item, *args, **kwargs):
+        put(self, item, *args, **kwargs)
+        replied.set()
+
+    monkeypatch.setattr(runtime._ThreadQueue, "put", put_and_tell)
+
     def drawn(n: int):
         for i in range(n):
+            if i == 6:  # s0's reply came back while s1..s5 were drawn (whatever the machine's load)
+                replied.wait(hang_limit(10))
             _time.sleep(0.05)  # decoding the document's image
             events.append(f"drew s{i}")
             yield SampleInput(id=f"s{i}", domain="d", question="q?", image="0" * 64)

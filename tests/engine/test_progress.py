@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import io
 import re
-import time
 from pathlib import Path
 
 import yaml
+from support.hang_guard import wait_for
 
 from edct_task.cli.main import main
 from edct_task.config import calibration_config
@@ -30,9 +30,7 @@ def test_the_heartbeat_prints_while_nothing_finishes() -> None:
     for _ in range(3):
         progress.issued("target")
     now["t"] = 660.0  # an 11-minute batch: no call has finished
-    deadline = time.monotonic() + 10
-    while stream.getvalue().count("\n") < 2 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_for(lambda: stream.getvalue().count("\n") >= 2, 10)
     lines = stream.getvalue().splitlines()
     assert len(lines) >= 2
     assert lines[-1] == "edct: batch-11min 11m00s: samples 0/10, ETA –; target 0/3"

@@ -88,6 +88,7 @@ def default_responder(
             return {
                 "concepts": '["red colour of the traffic light", "pedestrian on the crosswalk"]',
                 "instructions": INSTRUCTIONS,
+                "step2.edit_parse": '{"type": "REMOVE", "target": "pedestrian"}',  # edit 2's own object
             }.get(req.purpose) or {
                 "edit_parse": '{"type": "MODIFY", "target": "traffic light"}',
                 "judge_binary": BINARY_OK,
@@ -194,8 +195,10 @@ def test_unparseable_judge_is_unscored_not_zero() -> None:
     record, _ = drive(ProtocolConfig(), respond)
     assert record.steps[0].binary.ac is None and "unparseable" in record.steps[0].binary.error
     assert record.steps[0].binary.raw == "I think it is fine overall."
-    # only step 2 counts: CCS_binary = 0 from step 2 alone, not (0 + 0) / 2 with a fake zero
-    assert record.scores.ccs_binary == 0.0
+    # CCS_binary needs every step judged: unscored (None), neither a fake 0 for step 1 nor step 2's
+    # 0 alone; the graded scores of both steps were read, so the sample stays scored on CCS_graded
+    assert record.status == "scored"
+    assert record.scores.ccs_binary is None and record.scores.ccs_graded is not None
     assert record.scores.ac == (None, 1) and record.scores.ef == (None, 0)
 
 
@@ -337,7 +340,10 @@ def test_finish_reason_reaches_the_parsers_and_the_unscored_category_is_recorded
     assert "token limit" in first.binary.error and first.binary.raw == BINARY_OK
     assert first.graded.score == 5 and first.graded.unscored is None
     assert second.binary.unscored == "transport" and second.graded.unscored == "refused"
-    assert record.status == "scored" and record.scores.ccs_graded == 1.0 and record.scores.ccs_binary is None
+    # no binary verdict and step 2's graded score unread: neither score has every step judged
+    assert (
+        record.status == "unscored" and record.scores.ccs_graded is None and record.scores.ccs_binary is None
+    )
 
 
 def test_concepts_cut_at_the_token_limit_make_the_sample_unscored_as_truncated() -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from filelock import FileLock, Timeout
 from PIL import Image
+from support.backends import stand_in
 from support.calibration_dataset import scene_png, write_calibration_dataset
 
 from edct_task import roles as roles_mod
@@ -46,7 +47,11 @@ class _PickyBatchVLM(ReferenceVLM):
 
 
 def test_one_bad_image_costs_one_sample_not_its_batch(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setitem(roles_mod.REGISTRY["target"], "picky", lambda options: _PickyBatchVLM("faithful"))
+    monkeypatch.setitem(
+        roles_mod.REGISTRY["target"],
+        "picky",
+        stand_in("target", "picky", lambda options: _PickyBatchVLM("faithful")),
+    )
     good = tmp_path / "good"
     write_calibration_dataset(good, 5, {})
     tiny = io.BytesIO()
@@ -109,10 +114,12 @@ def test_a_second_run_on_a_folder_in_use_is_refused(tmp_path: Path, capsys) -> N
         rc = main(argv)
     err = capsys.readouterr().err
     assert rc == 2 and "another edct run is using the output folder" in err
-    # a run in another process, holding the folder's lock file
-    code = f"from filelock import FileLock; import time; l = FileLock({str(out / LOCK_NAME)!r}); l.acquire()"
+    # a run in another process, holding the folder's lock file until the test lets go (closes its
+    # stdin or kills it): however slow the machine, the lock is held while the test needs it
+    code = f"import sys; from filelock import FileLock; l = FileLock({str(out / LOCK_NAME)!r}); l.acquire()"
     holder = subprocess.Popen(
-        [sys.executable, "-c", code + "; print('held', flush=True); time.sleep(60)"],
+        [sys.executable, "-c", code + "; print('held', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -129,7 +136,7 @@ def test_a_second_run_on_a_folder_in_use_is_refused(tmp_path: Path, capsys) -> N
         assert main(argv) == 2
     finally:
         holder.kill()
-        holder.wait()
+        holder.communicate()  # reaped, its pipes closed
     assert "another edct run" in capsys.readouterr().err
     assert not (out / "results.json").exists()
     assert main(argv) == 0  # free again
@@ -171,7 +178,9 @@ class _DownJudge:
 def test_a_run_where_every_judge_call_failed_exits_3_with_a_summary(
     tmp_path: Path, capsys, monkeypatch
 ) -> None:
-    monkeypatch.setitem(roles_mod.REGISTRY["text"], "down", lambda options: _DownJudge())
+    monkeypatch.setitem(
+        roles_mod.REGISTRY["text"], "down", stand_in("text", "down", lambda options: _DownJudge())
+    )
     path = tmp_path / "config.yaml"
     raw = _config(tmp_path, "out", n=3, judge={"backend": "down"}).model_dump(mode="json")
     import yaml

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 import yaml
+from support.backends import stand_in
+from support.hang_guard import deadline, hang_limit
 
 from edct_task import roles as roles_mod
 from edct_task.calibration import RuleBasedLLM
@@ -54,7 +56,7 @@ def test_sigkill_mid_run_then_resume_repeats_no_finished_call(tmp_path: Path) ->
     reference = _config_dict(tmp_path, "reference")
     ref_path = tmp_path / "reference.yaml"
     ref_path.write_text(yaml.safe_dump(reference))
-    subprocess.run(_cli(ref_path), check=True, env=env, capture_output=True, timeout=600)
+    subprocess.run(_cli(ref_path), check=True, env=env, capture_output=True, timeout=hang_limit(600))
     total_calls = len(_keys(tmp_path / "reference.calls.jsonl"))
 
     killed = _config_dict(tmp_path, "killed")
@@ -62,8 +64,8 @@ def test_sigkill_mid_run_then_resume_repeats_no_finished_call(tmp_path: Path) ->
     cfg_path.write_text(yaml.safe_dump(killed))
     log = tmp_path / "killed.calls.jsonl"
     proc = subprocess.Popen(_cli(cfg_path), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 300
-    while len(_keys(log)) < total_calls // 2 and proc.poll() is None and time.monotonic() < deadline:
+    end = deadline(300)
+    while len(_keys(log)) < total_calls // 2 and proc.poll() is None and time.monotonic() < end:
         time.sleep(0.02)
     assert proc.poll() is None, "the run finished before it could be killed"
     os.kill(proc.pid, signal.SIGKILL)
@@ -72,7 +74,7 @@ def test_sigkill_mid_run_then_resume_repeats_no_finished_call(tmp_path: Path) ->
     assert total_calls // 2 <= len(first) < total_calls
     assert not (tmp_path / "killed" / "results.json").exists()
 
-    subprocess.run(_cli(cfg_path), check=True, env=env, capture_output=True, timeout=600)
+    subprocess.run(_cli(cfg_path), check=True, env=env, capture_output=True, timeout=hang_limit(600))
     second = _keys(log)[len(first) :]
     repeated = set(first) & set(second)
     assert len(repeated) == 0, f"{len(repeated)} finished calls were repeated after resume"
@@ -93,7 +95,11 @@ class _OtherJudge(RuleBasedLLM):
 def test_changing_only_the_judge_reruns_only_judge_calls(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(roles_mod.REGISTRY["text"], "other-judge", lambda options: _OtherJudge())
+    monkeypatch.setitem(
+        roles_mod.REGISTRY["text"],
+        "other-judge",
+        stand_in("text", "other-judge", lambda options: _OtherJudge()),
+    )
     base = calibration_config("faithful", n=20, output_dir=tmp_path / "a").model_dump(mode="json")
     base.update(progress=False, cache_dir=str(tmp_path / "cache"), bootstrap_resamples=1000)
     first = run(config_from_dict(base))

@@ -13,6 +13,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from support.hang_guard import hang_limit
 
 from edct_task.config import calibration_config, config_from_dict
 from edct_task.engine.redact import Redactor
@@ -73,7 +74,7 @@ def test_a_key_echoed_in_a_successful_reply_is_redacted_everywhere(tmp_path, mon
         "model": "echo",
         "base_url": echo_server,
         "api_key_env": "EDCT_ECHO_KEY",
-        "timeout_s": 5.0,
+        "timeout_s": hang_limit(5.0),  # a hang guard: the echo server answers at once
         "max_retries": 0,
     }
     run(config_from_dict(raw))

@@ -1,6 +1,7 @@
 """Soak: 100 samples with seeded faults (undecodable images, a decompression bomb, a judge failing
-on some prompts, target replies holding lone surrogates) and SIGKILLs at random moments, with the
-stage cache damaged between runs (a corrupt entry, truncated cached images), rerun until done:
+on some prompts, target replies holding lone surrogates) and SIGKILLs at random moments (after a
+seeded random share of the run's backend calls, so a fast or a busy machine kills alike), with
+the stage cache damaged between runs (a corrupt entry, truncated cached images), rerun until done:
 every sample ends recorded, and the samples that met no fault score exactly as in the fault-free
 run."""
 
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 from support.calibration_dataset import bomb_png, scene_png, write_calibration_dataset
+from support.hang_guard import deadline, hang_limit
 
 from edct_task.calibration import generate_samples
 from edct_task.config import calibration_config
@@ -33,7 +35,7 @@ def _config(
 ) -> Path:
     raw = calibration_config("mixed:0.5", n=N, output_dir=tmp / name).model_dump(mode="json")
     data_section = {"source": "dataset", "path": str(data), **({"limit": limit} if limit else {})}
-    raw.update(progress=False, bootstrap_resamples=500, data=data_section)
+    raw.update(progress=False, bootstrap_resamples=500, data=data_section, call_log=str(_log(tmp, name)))
     raw["roles"]["judge"] = judge
     if target is not None:
         raw["roles"]["target"] = target
@@ -42,6 +44,15 @@ def _config(
     path = tmp / f"{name}{'-' + str(limit) if limit else ''}.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
+
+
+def _log(tmp: Path, name: str) -> Path:
+    """The run's call log: a line per finished backend call, appended to by every run of ``name``."""
+    return tmp / f"{name}.calls.jsonl"
+
+
+def _calls(log: Path) -> int:
+    return log.read_bytes().count(b"\n") if log.exists() else 0
 
 
 def _cmd(config: Path) -> list[str]:
@@ -98,8 +109,9 @@ def test_seeded_faults_and_sigkills_end_with_every_sample_recorded(tmp_path: Pat
     )
 
     clean_cfg = _config(tmp_path, "reference", clean_data, {"backend": "calibration-rules"})
-    subprocess.run(_cmd(clean_cfg), env=env, check=True, capture_output=True, timeout=900)
+    subprocess.run(_cmd(clean_cfg), env=env, check=True, capture_output=True, timeout=hang_limit(900))
     reference = _records(tmp_path / "reference")
+    total = _calls(_log(tmp_path, "reference"))  # the backend calls of a whole run
 
     target = {"backend": "surrogate-target", "behavior": "mixed:0.5", "rate": 0.05, "seed": 5}
     cfg = _config(tmp_path, "soak", faulty_data, {"backend": "flaky-judge", "rate": 0.05, "seed": 3}, target)
@@ -108,19 +120,23 @@ def test_seeded_faults_and_sigkills_end_with_every_sample_recorded(tmp_path: Pat
     warm = _config(
         tmp_path, "soak", faulty_data, {"backend": "flaky-judge", "rate": 0.05, "seed": 3}, target, limit=12
     )
-    subprocess.run(_cmd(warm), env=env, check=False, capture_output=True, timeout=900)
+    subprocess.run(_cmd(warm), env=env, check=False, capture_output=True, timeout=hang_limit(900))
     kills, damaged = 0, _damage_cache(tmp_path / "soak" / "cache", rng)
+    log = _log(tmp_path, "soak")
     for _ in range(20):
+        kill_at = _calls(log) + round(rng.uniform(0.1, 0.25) * total)  # 3 kills leave a run to finish
         proc = subprocess.Popen(_cmd(cfg), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         if kills < 3:
-            time.sleep(rng.uniform(4.0, 10.0))
+            end = deadline(900)
+            while proc.poll() is None and _calls(log) < kill_at and time.monotonic() < end:
+                time.sleep(0.02)
             if proc.poll() is None:
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.wait()
                 kills += 1
                 damaged += _damage_cache(tmp_path / "soak" / "cache", rng)
                 continue
-        assert proc.wait(timeout=900) == 0, proc.stderr.read().decode()[-2000:]
+        assert proc.wait(timeout=hang_limit(900)) == 0, proc.stderr.read().decode()[-2000:]
         break
     assert kills >= 1, "no run was killed: the soak test did not exercise resume"
     assert "entry" in damaged and "image" in damaged, damaged

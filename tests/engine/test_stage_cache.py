@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
+from support.hang_guard import finish, hang_limit
 
 from edct_task.core.canonical import canonical_json
 from edct_task.engine import stage_cache
@@ -272,7 +273,7 @@ def test_stage_cache_survives_sigkill(tmp_path: Path) -> None:
             break
     os.kill(proc.pid, signal.SIGKILL)
     reported.extend(int(line) for line in proc.stdout)  # lines already in the pipe
-    assert proc.wait(timeout=30) == -signal.SIGKILL
+    assert proc.wait(timeout=hang_limit(30)) == -signal.SIGKILL
     assert reported == list(range(len(reported)))
     assert len(reported) < 1_000_000  # killed mid-way
     # Never checkpointed or closed: the committed entries live in the WAL file.
@@ -370,7 +371,7 @@ def test_image_store_concurrent_puts(tmp_path: Path) -> None:
     start = threading.Event()
 
     def put(im: Image.Image) -> str:
-        start.wait(timeout=10)  # release all queued puts at once
+        start.wait(timeout=hang_limit(10))  # release all queued puts at once
         return store.put(im)
 
     with ThreadPoolExecutor(8) as pool:
@@ -402,7 +403,7 @@ def test_image_ref_is_stable_across_processes(tmp_path: Path) -> None:
     refs = []
     for sub in ("a", "b"):
         proc = _run_python(_REF_PRINTER, str(tmp_path / sub))
-        out, err = proc.communicate(timeout=60)
+        out, err = finish(proc, 60)
         assert proc.returncode == 0, err
         refs.append(out.strip())
     im = Image.fromarray(np.random.default_rng(7).integers(0, 256, size=(30, 40, 3), dtype=np.uint8))
@@ -434,7 +435,7 @@ def test_image_store_sigkill_leaves_no_partial_png(tmp_path: Path) -> None:
             break
     os.kill(proc.pid, signal.SIGKILL)
     reported.extend(line.strip() for line in proc.stdout)
-    proc.wait(timeout=30)
+    proc.wait(timeout=hang_limit(30))
     store = ImageStore(tmp_path)
     for ref in reported:
         assert store.get(ref).size == (128, 96)

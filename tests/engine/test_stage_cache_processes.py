@@ -4,7 +4,10 @@ on one machine): SQLite's WAL mode with file locks and a busy timeout keeps ever
 from __future__ import annotations
 
 import multiprocessing as mp
+import time
 from pathlib import Path
+
+from support.hang_guard import deadline
 
 from edct_task.engine.stage_cache import StageCache
 
@@ -31,8 +34,13 @@ def test_processes_writing_one_cache_at_once_lose_nothing(tmp_path: Path) -> Non
     for p in procs:
         p.start()
     start.set()
+    end = deadline(300)
     for p in procs:
-        p.join(timeout=300)
+        p.join(timeout=max(0.0, end - time.monotonic()))
+    for p in procs:  # a hung writer is not left behind
+        if p.is_alive():
+            p.kill()
+            p.join()
     assert [p.exitcode for p in procs] == [0] * ranks
     with StageCache(tmp_path) as cache:
         assert len(cache) == SHARED + ranks * (PER_PROCESS - SHARED)

@@ -36,7 +36,8 @@ def test_a_shipped_preset_by_name(capsys: pytest.CaptureFixture[str]) -> None:
     assert out["n"] == 30 and out["statuses"] == {"scored": 30}
     assert roles["target"]["conversations"] == 30 * 6 and roles["target"]["images"] == 30 * 6
     assert roles["editor"]["calls"] == 60 and roles["detector"]["calls"] == 60
-    assert roles["judge"]["calls"] == 30 * 2 * 2
+    # the samples' judge calls and the known-answer controls' (16 steps, binary and graded)
+    assert roles["judge"]["calls"] == 30 * 2 * 2 + roles["judge"]["controls"] == 30 * 2 * 2 + 16 * 2
     assert out["bottleneck"] in out["busy_fraction"] and out["wall_s"] > 0
     assert [w["label"] for w in out["what_if"]][:2] == ["editor_concurrency 4", "editor_concurrency 16"]
 
@@ -151,7 +152,10 @@ def test_a_judge_panel_with_self_consistency_samples(
     out = _estimate(capsys, "--config", str(path), "--n", "10", "--verify-pass-rate", "1", "--no-what-if")
     judge = next(r for r in out["roles"] if r["role"] == "judge")
     assert judge["members"] == 3
-    assert judge["calls"] == 10 * 2 * 3 * 3 * 2  # items x steps x judges x samples x (binary, graded)
+    # items x steps x judges x samples x (binary, graded), plus the known-answer controls
+    # (protocol.controls, 16 by default): controls x judges x samples x (binary, graded)
+    assert judge["controls"] == 16 * 3 * 3 * 2
+    assert judge["calls"] == 10 * 2 * 3 * 3 * 2 + 16 * 3 * 3 * 2
 
 
 def test_a_resumed_runs_cache_hits_are_not_taken_for_repeated_prompts(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from support.edct_runs import records, write_edct_run
 from edct_task.cli.main import main
 from edct_task.leaderboard.bundle import read_bundle
 from edct_task.leaderboard.eval_results import eval_yaml_problems, read_eval_results, schema_problems
-from edct_task.scoring.metrics import METRIC_NAMES
+from edct_task.scoring.metrics import metric_names
 
 DOCUMENTED_FULL = """
 - dataset:
@@ -62,7 +62,7 @@ def test_submit_writes_one_valid_file_per_metric_and_the_board_reads_them_apart(
     assert main([*args, "--dataset-id", "edct/edct-bench", "--source-url", "https://example.org/a"]) == 0
     meta = read_bundle(bundle).meta
     files = sorted((repo / ".eval_results").glob("*.yaml"))
-    assert len(files) == len(METRIC_NAMES)
+    assert len(files) == len(metric_names())
     by_task = {}
     for f in files:
         data = yaml.safe_load(f.read_text())
@@ -72,7 +72,7 @@ def test_submit_writes_one_valid_file_per_metric_and_the_board_reads_them_apart(
         assert entry["evaluation_framework"] == "edct-bench"  # the same as the benchmark's eval.yaml
         by_task[entry["dataset"]["task_id"]] = entry
         assert f.name.startswith(f"edct_{entry['dataset']['task_id']}_")  # one file per metric and setup
-    assert set(by_task) == set(METRIC_NAMES)
+    assert set(by_task) == set(metric_names())
     ccs = by_task["ccs_binary"]
     assert ccs["dataset"]["id"] == "edct/edct-bench" and "revision" not in ccs["dataset"]
     assert ccs["value"] == round(meta["claimed"]["overall"]["metrics"]["ccs_binary"]["estimate"], 6)
@@ -86,7 +86,7 @@ def test_submit_writes_one_valid_file_per_metric_and_the_board_reads_them_apart(
     assert main(["leaderboard", str(bundle), "--eval-results", str(repo), "--out", str(out)]) == 0
     board = json.loads((out / "leaderboard.json").read_text())
     assert sum(len(t["entries"]) for t in board["tracks"]) == 1  # only the bundle is ranked
-    assert len(board["unverified"]) == len(METRIC_NAMES)
+    assert len(board["unverified"]) == len(metric_names())
     assert {u["model"] for u in board["unverified"]} == {"org-a"}
     assert [r["code"] for r in board["rejected"]] == ["eval_results"]
     md = (out / "leaderboard.md").read_text()

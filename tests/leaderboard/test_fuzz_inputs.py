@@ -21,6 +21,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.hang_guard import cpu_budget
 
 from edct_task.bench_data import hub
 from edct_task.bench_data.format import BenchDataError, Candidate, read_image
@@ -37,8 +38,10 @@ FUZZ = settings(
     database=None,
 )
 MAX_RSS_GROWTH_KIB = 512 * 1024
-MAX_CPU_S = 5.0
-"""CPU seconds one example may take (the worst seen is well under a second)."""
+MAX_CPU_S = 15.0
+"""CPU seconds one example may take: a hang guard, not a speed test. The worst measured is the
+5,000 nested brackets (≈ 1.8 CPU s, PyYAML's parser) and a first config naming a backend (≈ 1.4 s,
+the registry's imports); on a 2-core machine shared by three suites one example measured 5.6 s."""
 
 
 class cpu_bounded:
@@ -46,7 +49,7 @@ class cpu_bounded:
         self.start = time.process_time()
 
     def __exit__(self, *exc):
-        assert time.process_time() - self.start < MAX_CPU_S
+        assert time.process_time() - self.start < cpu_budget(MAX_CPU_S)  # on a slower CPU, more
 
 
 scalars = st.one_of(
@@ -189,7 +192,7 @@ def test_any_hub_table_image_value_is_an_image_or_one_line(tmp_path_factory, val
         "s",
         "1",
         image_path=None,
-        image_reader=hub._image_reader([{"image": value}], 0, folder),
+        image_reader=hub.image_reader([{"image": value}], 0, folder),
         image_label="row 0",
     )
     try:

@@ -51,4 +51,4 @@ def test_an_honest_calibration_bundle_is_always_accepted(behavior, n, k, policy,
         assert main(["submit", str(tmp / "run"), "--out", str(bundle)]) == 0
         result = verify_bundle(bundle, scoring=BoardScoring(n_resamples=200))
         assert isinstance(result, Verified), result.reason
-        assert result.summary == outcome.results["results"]
+        assert result.summary == outcome.log.results

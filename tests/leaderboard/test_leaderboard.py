@@ -62,8 +62,8 @@ def test_board_ranks_within_setup_tracks_and_escapes_html(bundles, tmp_path, cap
     assert [e["model"] for e in main_track] == ["org/alpha-vl", "org/beta-vl", EVIL]
     assert [e["rank"] for e in main_track] == [1, 2, 3]
     # recomputed numbers: summarise over the records, with the board's seed and resamples (defaults)
-    expected = summarise(records(0.9, n=12), seed=0, n_resamples=10_000)["overall"]["metrics"]
-    assert main_track[0]["ccs_binary"] == expected["ccs_binary"]
+    expected = summarise(records(0.9, n=12), seed=0, n_resamples=10_000).overall.metrics
+    assert main_track[0]["ccs_binary"] == expected["ccs_binary"].model_dump()
     # bootstrap rank intervals over the 33 common items: beta is at least evil on every item and
     # above it on 3 (item 5 of each domain), so beta is 2nd in every resample; evil ties it in the
     # resamples without any of those 3 items ((30/33)**33 = 4.3 % > 2.5 %): one tied group
@@ -77,11 +77,11 @@ def test_board_ranks_within_setup_tracks_and_escapes_html(bundles, tmp_path, cap
     assert beta_evil["p"] == pytest.approx(2 / 2**3) and beta_evil["test"] == "exact"
     alpha_beta = pairs[("org/alpha-vl", "org/beta-vl")]  # items 6..10 of each domain: 15 of +0.5
     assert alpha_beta["p"] == pytest.approx(2 / 2**15) and alpha_beta["test"] == "exact"
-    alpha_evil = pairs[("org/alpha-vl", EVIL)]  # 18 non-zero: Monte Carlo, none as extreme
-    assert alpha_evil["test"] == "monte-carlo" and alpha_evil["p"] == pytest.approx(1 / 10_001)
+    alpha_evil = pairs[("org/alpha-vl", EVIL)]  # 18 of +0.5 and 15 zeros: 19 · 16 patterns, exact
+    assert alpha_evil["test"] == "exact" and alpha_evil["p"] == pytest.approx(2 / 2**18)
     # Holm over the three pairs: 3 p(1), max(., 2 p(2)), max(., 1 p(3))
-    assert alpha_beta["p_holm"] == pytest.approx(3 * 2 / 2**15)
-    assert alpha_evil["p_holm"] == pytest.approx(2 * 1 / 10_001)
+    assert alpha_evil["p_holm"] == pytest.approx(3 * 2 / 2**18)
+    assert alpha_beta["p_holm"] == pytest.approx(2 * 2 / 2**15)
     assert beta_evil["p_holm"] == pytest.approx(0.25)
     md = (out / "leaderboard.md").read_text()
     assert "| Rank | Rank interval | Tied group |" in md and "| Range |" not in md
@@ -210,8 +210,8 @@ def test_rank_intervals_are_paired_where_unpaired_cis_overlap():
         return Verified(bundle=name, model=name, setup={}, target=None, summary=summary, records=recs)
 
     a, b = v("a", records(0.6, n=30)), v("b", records(0.5, n=30, domains=("okvqa", "drivelm", "3dsr")))
-    ca, cb = a.summary["overall"]["metrics"]["ccs_binary"], b.summary["overall"]["metrics"]["ccs_binary"]
-    assert ca["low"] < cb["high"]  # the unpaired intervals overlap
+    ca, cb = a.summary.overall.metrics["ccs_binary"], b.summary.overall.metrics["ccs_binary"]
+    assert ca.low < cb.high  # the unpaired intervals overlap
     scoring = BoardScoring(n_resamples=1000)
     rows = rank_entries([b, a], scoring)
     assert [(r["model"], r["rank"], r["rank_interval"], r["group"]) for r in rows] == [
@@ -240,7 +240,7 @@ def test_real_run_with_images_and_report_reads_bundles(tmp_path):
     assert n_images == len(json.loads(read_bundle(bundle).members["images.json"])["images"]) > 4
     result = verify_bundle(bundle, scoring=BoardScoring(n_resamples=500))  # the board's = the run's
     assert isinstance(result, Verified), getattr(result, "reason", "")
-    assert result.summary["overall"]["metrics"] == outcome.results["results"]["overall"]["metrics"]
+    assert result.summary.overall.metrics == outcome.log.results.overall.metrics
     # Packed images are checked by what they decode to, not by their PNG bytes: the same pixels
     # re-encoded at another zlib level still verify, a changed pixel does not.
     name = next(n for n in names if n.startswith("images/"))

@@ -44,8 +44,8 @@ def test_lmms_output_bundle_verifies_and_a_changed_task_value_is_caught(lmms_run
         "model_args": "pretrained=org/alpha-vl",
     }
     assert result.setup["roles"]["judge"] == {"backend": "calibration-rules"}
-    expected = summarise(recs, seed=0)["overall"]["metrics"]["ccs_binary"]
-    assert result.summary["overall"]["metrics"]["ccs_binary"] == expected
+    expected = summarise(recs, seed=0).overall.metrics["ccs_binary"]
+    assert result.summary.overall.metrics["ccs_binary"] == expected
     b = read_bundle(bundle)
     assert set(b.meta["lmms_claims"]) >= {"edct_bench_okvqa", "edct_bench_drivelm", "edct_bench_3dsr"}
 

@@ -21,6 +21,7 @@ from edct_task.leaderboard.board import build_board, to_markdown
 from edct_task.leaderboard.bundle import BUNDLE_JSON, read_bundle, reseal, write_zip
 from edct_task.leaderboard.verify import BoardScoring, Verified, verify_bundle
 from edct_task.scoring.metrics import summarise
+from edct_task.scoring.results import as_json
 
 ALPHA = {"backend": "openai-chat", "model": "org/alpha-vl", "revision": "abc123"}
 BETA = {"backend": "openai-chat", "model": "org/beta-vl"}
@@ -48,7 +49,7 @@ def _forge(src, dst, edit_records=None, *, edit_meta=None, recompute_claims=True
         members["samples.jsonl"] = "".join(r.model_dump_json() + "\n" for r in recs).encode()
     if recompute_claims:
         scoring = meta["scoring"]
-        summary = summarise(recs, seed=scoring["seed"], n_resamples=scoring["n_resamples"])
+        summary = as_json(summarise(recs, seed=scoring["seed"], n_resamples=scoring["n_resamples"]))
         meta["claimed"] = summary
         results = json.loads(members["results.json"])
         results["results"] = summary
@@ -95,8 +96,15 @@ def test_L1_verdicts_forged_over_raw_replies_are_rejected(honest, tmp_path):
 
 
 def test_L2_out_of_range_scores_and_claims_are_rejected(honest, tmp_path):
-    forged = _forge(honest, tmp_path / "l2.edct.zip", lambda r: _scores(r, ccs_binary=7.5, ccs_graded=-3.0))
-    _rejected(forged, "score_mismatch", "(7.5, -3.0)")
+    # claims left as they were: a record's scores are in [0, 1] (core.records), so such a line is
+    # no sample record at all
+    forged = _forge(
+        honest,
+        tmp_path / "l2.edct.zip",
+        lambda r: _scores(r, ccs_binary=7.5, ccs_graded=-3.0),
+        recompute_claims=False,
+    )
+    _rejected(forged, "incomplete", "is not a sample record")
 
     def claim(meta):
         meta["claimed"]["overall"]["metrics"]["ccs_binary"].update(estimate=7.5, low=7.0, high=8.0)
@@ -150,9 +158,9 @@ def test_the_bundle_cannot_choose_its_statistics(tmp_path):
     scoring = BoardScoring(n_resamples=2000)
     results = [verify_bundle(p, scoring=scoring) for p in (honest, huge, tiny)]
     assert all(isinstance(r, Verified) for r in results), [getattr(r, "reason", "") for r in results]
-    intervals = [r.summary["overall"]["metrics"]["ccs_binary"] for r in results]
+    intervals = [r.summary.overall.metrics["ccs_binary"] for r in results]
     assert intervals[0] == intervals[1] == intervals[2]
-    assert intervals[0]["low"] < intervals[0]["estimate"] < intervals[0]["high"]
+    assert intervals[0].low < intervals[0].estimate < intervals[0].high
     # a board of the tiny-resample bundle and a close rival (3 items apart): the board's own 2000
     # resamples put the rival's rank interval at 1–2, one tied group, whatever the bundle claims
     rival = _bundle(tmp_path, "beta", 0.5, target=BETA)

@@ -15,13 +15,15 @@ import yaml
 from edct_task.cli.main import main
 from edct_task.config import calibration_config
 from edct_task.core.records import SampleRecord
-from edct_task.engine.protocol import score_sample
+from edct_task.engine.protocol import binary_score, graded_score, score_sample
 from edct_task.engine.stage_cache import StageCache
 from edct_task.leaderboard.bundle import read_bundle, reseal, write_zip
 from edct_task.leaderboard.verify import Verified, verify_bundle
 from edct_task.run.outputs import image_files
 from edct_task.run.runner import run
 from edct_task.scoring.metrics import summarise
+from edct_task.scoring.results import as_json
+from model_adapters.contracts import Completion
 
 
 def _run_and_submit(tmp_path, behavior, n, *, images=False):
@@ -36,7 +38,7 @@ def _run_and_submit(tmp_path, behavior, n, *, images=False):
 
 
 def _forge_consistently(src, dst):
-    """Every judged step rewritten to AC = EF = 1, grade 5, with matching raw replies; scores,
+    """Every judged step rewritten to AC = EF = 1, grade 5, read from matching raw replies; scores,
     claims and the run's own results recomputed; resealed."""
     b = read_bundle(src)
     meta, members = json.loads(json.dumps(b.meta)), dict(b.members)
@@ -47,14 +49,12 @@ def _forge_consistently(src, dst):
             steps = tuple(
                 s.model_copy(
                     update={
-                        "binary": s.binary.model_copy(
-                            update={
-                                "ac": 1,
-                                "ef": 1,
-                                "raw": "AC_REASON: ok\nEF_REASON: ok\nAC: 1\nEF: 1\nCCS: 1",
-                            }
+                        "binary": binary_score(
+                            Completion(
+                                "AC_REASON: ok\nEF_REASON: ok\nAC: 1\nEF: 1\nCCS: 1", finish_reason="stop"
+                            )
                         ),
-                        "graded": s.graded.model_copy(update={"score": 5, "raw": "REASON: ok\nSCORE: 5"}),
+                        "graded": graded_score(Completion("REASON: ok\nSCORE: 5", finish_reason="stop")),
                     }
                 )
                 if s.binary is not None
@@ -66,7 +66,8 @@ def _forge_consistently(src, dst):
             )
         out.append(r)
     members["samples.jsonl"] = "".join(r.model_dump_json() + "\n" for r in out).encode()
-    summary = summarise(out, seed=meta["scoring"]["seed"], n_resamples=meta["scoring"]["n_resamples"])
+    scoring = meta["scoring"]
+    summary = as_json(summarise(out, seed=scoring["seed"], n_resamples=scoring["n_resamples"]))
     meta["claimed"] = summary
     results = json.loads(members["results.json"])
     results["results"] = summary
@@ -90,7 +91,7 @@ def test_consistent_forgery_passes_verification_but_not_the_board_judge(world, c
     tmp, honest, forged, config = world
     verified = verify_bundle(forged)
     assert isinstance(verified, Verified), verified.reason  # re-derivation cannot see it
-    assert verified.summary["overall"]["metrics"]["ccs_binary"]["estimate"] == 1.0
+    assert verified.summary.overall.estimate("ccs_binary") == 1.0
 
     out = tmp / "board"
     args = ["leaderboard", str(honest), str(forged), "--out", str(out), "--rejudge", str(config)]
@@ -165,8 +166,8 @@ def test_regate_reruns_the_gate_on_bundled_images(world, capsys):
 
 def _fake_gate_failure(src, dst):
     """Exclude the worst scored sample by faking its first edit's gate failure, consistently: r_in
-    lowered below τ_in, a "retry" with the same image, no re-query or judgement, status excluded,
-    claims, results, images.json and packed images redone, resealed."""
+    lowered below τ_in, a "retry" with the same image, no re-query or judgement, status excluded
+    with the protocol's reason, claims, results, images.json and packed images redone, resealed."""
     b = read_bundle(src)
     meta, members = json.loads(json.dumps(b.meta)), dict(b.members)
     recs = [SampleRecord.model_validate_json(line) for line in members["samples.jsonl"].decode().splitlines()]
@@ -197,7 +198,7 @@ def _fake_gate_failure(src, dst):
             "steps": (step,),
             "status": "excluded",
             "scores": None,
-            "reason": "edit 1 failed verification",
+            "reason": "edit 1 failed verification after 2 attempt(s): verification: no_change_in_target",
         }
     )
     members["samples.jsonl"] = "".join(r.model_dump_json() + "\n" for r in recs).encode()
@@ -205,7 +206,8 @@ def _fake_gate_failure(src, dst):
     members["images.json"] = json.dumps({"images": refs}).encode()
     for name in [n for n in members if n.startswith("images/") and n[7:-4] not in refs]:
         del members[name]
-    summary = summarise(recs, seed=meta["scoring"]["seed"], n_resamples=meta["scoring"]["n_resamples"])
+    scoring = meta["scoring"]
+    summary = as_json(summarise(recs, seed=scoring["seed"], n_resamples=scoring["n_resamples"]))
     meta["claimed"] = summary
     results = json.loads(members["results.json"])
     results["results"] = summary
@@ -227,7 +229,10 @@ def test_regate_catches_a_faked_gate_failure(world):
     assert track["entries"] == []  # flagged: shown apart, not ranked
     entry = track["unranked"][0]["board"]
     assert entry["gate_agreement"]["disagreements"] == 2 and entry["gate_flagged"]  # both fake attempts
-    assert track["unranked"][0]["unranked"] == ["the board's gate disagrees on 2 edit(s)"]
+    assert track["unranked"][0]["unranked"] == [
+        "the board's gate disagrees on 2 edit(s)",
+        "2 gate check(s) whose r_in/r_out differ from the board's on the same images",  # r_in faked
+    ]
     assert "the board's gate disagrees on 2 edit(s)" in (out / "leaderboard.md").read_text()
 
 
@@ -301,3 +306,23 @@ def test_padded_explanations_are_not_sent_and_leave_the_entry_unranked(world, mo
     steps = entry["board"]["overlong_steps"]
     assert steps > 0
     assert entry["unranked"][0] == f"{steps} step(s) over the {MAX_JUDGE_PROMPT_CHARS}-character judge cap"
+
+
+def test_the_board_is_composed_like_a_run_call_log_and_image_store(world):
+    """The board's dispatcher comes from the run's composition root: the config's call log gets a
+    line per call, and the bundle's images land in the cache's image store (``images/<xx>/``)."""
+    tmp, honest, _, _ = world
+    log = tmp / "board-calls.jsonl"
+    config = tmp / "logged.yaml"
+    config.write_text(
+        yaml.safe_dump({**calibration_config(n=4).model_dump(mode="json"), "call_log": str(log)})
+    )
+    cache = tmp / "composed-cache"
+    args = ["leaderboard", str(honest), "--out", str(tmp / "composed"), "--rejudge", str(config)]
+    assert main([*args, "--regate", "--cache", str(cache), "--resamples", "200"]) == 0
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert {c["stage"] for c in calls} == {"judge", "verify"}
+    assert not (cache / "images" / "images").exists()
+    packed = {n for n in read_bundle(honest).members if n.startswith("images/")}
+    stored = {p.name for p in (cache / "images").glob("*/*.png")}
+    assert {n.rsplit("/", 1)[-1] for n in packed} <= stored

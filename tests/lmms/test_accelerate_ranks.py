@@ -47,6 +47,7 @@ def test_two_ranks_give_the_scores_and_samples_of_one_process(tmp_path: Path) ->
         [*launch, "-m", "lmms_eval", *ARGS, "--output_path", str(two / "out")], offline_env(two), 600
     )
     double_s = time.perf_counter() - started
+    # printed for the reader, never asserted: a busy machine decides it (docs/guides/multi-process.md)
     print(
         f"\nlmms-eval, {LIMIT} documents: 1 process {single_s:.1f} s, accelerate 2 processes {double_s:.1f} s"
     )

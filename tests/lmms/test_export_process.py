@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.hang_guard import hang_limit
 
 from edct_task.cli.main import main
 from edct_task.config import calibration_config
@@ -69,6 +70,8 @@ def test_the_model_registry_leaves_lmms_evals_task_index_for_later() -> None:
         "from lmms_eval.tasks import TaskManager\n"
         "print(sorted(t for t in TaskManager('WARNING').all_tasks if t.startswith('edct_')))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=hang_limit(300)
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "'edct_bench'" in proc.stdout and "'edct_calibration'" in proc.stdout

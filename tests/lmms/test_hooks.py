@@ -54,7 +54,7 @@ def test_yaml_metric_list_is_the_hooks_metric_list():
     )
     config = yaml.safe_load(raw)
     assert [m["metric"] for m in config["metric_list"]] == lmms_results.metric_names()
-    assert set(scoring.METRIC_NAMES) <= set(lmms_results.metric_names())
+    assert set(scoring.metric_names()) <= set(lmms_results.metric_names())
     assert config["output_type"] == "generate_until_agentic"
     assert config["generation_kwargs"]["max_agentic_steps"] >= lmms_settings.rounds_needed(
         calibration_config().protocol.k
@@ -86,7 +86,7 @@ def test_bench_tasks_say_how_to_configure_data_before_building_anything(monkeypa
     monkeypatch.chdir(tmp_path)
     stub = datasets.Dataset.from_list([{documents.STUB_COLUMN: "x"}])
     with pytest.raises(documents.TaskLoadError, match="EDCT_BENCH_DATA") as err:
-        documents.okvqa_docs(stub)
+        documents.docs_okvqa(stub)
     assert err.value.code == 2
     # no roles built, no stage cache opened: no empty ./runs/edct-lmms/cache left behind
     assert list(tmp_path.iterdir()) == []
@@ -115,6 +115,8 @@ def test_bench_tasks_filter_a_built_dataset(tmp_path, monkeypatch, hook_settings
     monkeypatch.setenv("EDCT_LOOPBACK_KEY", "sk-unused")
     roles = served_roles_config(tmp_path / "roles.yaml", "http://127.0.0.1:9", "EDCT_LOOPBACK_KEY")
     monkeypatch.setenv("EDCT_CONFIG", str(roles))
+    # other roles are another setup: their own run folder (the fixture's holds the calibration roles')
+    monkeypatch.setenv(lmms_settings.ENV_OUTPUT_DIR, str(tmp_path / "served-run"))
     docs = documents.calibration_docs([{"index": i, "seed": 0} for i in range(3)])
     bench = docs.map(lambda d, i: {"domain": ["okvqa", "drivelm", "3dsr"][i]}, with_indices=True)
     bench.save_to_disk(tmp_path / "bench")
@@ -122,8 +124,8 @@ def test_bench_tasks_filter_a_built_dataset(tmp_path, monkeypatch, hook_settings
     import datasets
 
     stub = datasets.Dataset.from_list([{documents.STUB_COLUMN: "x"}])
-    assert documents.drivelm_docs(stub)["domain"] == ["drivelm"]
-    assert documents.threedsr_docs(stub)["id"] == [docs[2]["id"]]
+    assert documents.docs_drivelm(stub)["domain"] == ["drivelm"]
+    assert documents.docs_3dsr(stub)["id"] == [docs[2]["id"]]
 
 
 def test_unparseable_final_response_is_an_error_not_a_zero(hook_settings):
@@ -132,7 +134,7 @@ def test_unparseable_final_response_is_an_error_not_a_zero(hook_settings):
     assert out["n_error"] == 1 and out["n_scored"] == 0
     assert "max_agentic_steps_reached" in out["edct"]["reason"]
     # a metric the sample does not count for is left out, so lmms-eval's `mean` skips it
-    assert not set(scoring.METRIC_NAMES) & set(out)
+    assert not set(scoring.metric_names()) & set(out)
 
 
 def test_compat_driver_reproduces_the_batched_driver(hook_settings):

@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 import yaml
+from support.hang_guard import finish
 from support.lmms_helpers import edct_cmd, lmms_eval_cmd, offline_env, read_results, read_samples
 
 from edct_task.cli.main import main as edct_main
@@ -27,8 +28,8 @@ def _start(args: list[str], env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def _finish(proc: subprocess.Popen, timeout: int = 300) -> str:
-    out, _ = proc.communicate(timeout=timeout)
+def _finish(proc: subprocess.Popen, timeout: float = 300) -> str:
+    out, _ = finish(proc, timeout)  # a hang guard: the nominal seconds scaled to this machine
     assert proc.returncode == 0, out[-4000:]
     return out
 
@@ -63,10 +64,10 @@ def test_lmms_eval_cli_calibration_faithful_and_prior(tmp_path):
     faithful = read_results(tmp_path / "faithful" / "out")
     prior = read_results(tmp_path / "prior" / "out")
     assert _metric(faithful, "n_scored") >= 0.9 * CALIBRATION_LIMIT
-    assert _metric(faithful, scoring.CCS_BINARY) >= 0.95
-    assert _metric(prior, scoring.CCS_BINARY) <= 0.10
+    assert _metric(faithful, scoring.PRIMARY.name) >= 0.95
+    assert _metric(prior, scoring.PRIMARY.name) <= 0.10
     # the table reads like its neighbours: lmms-eval's mean with a stderr, no CI rows, no setup row
-    stderr = faithful["results"][TASK][f"{scoring.CCS_BINARY}_stderr,none"]
+    stderr = faithful["results"][TASK][f"{scoring.PRIMARY.name}_stderr,none"]
     assert isinstance(stderr, float) and stderr >= 0
     assert not [k for k in faithful["results"][TASK] if "_ci_" in k]
     assert _metric(faithful, "edct") == {}
@@ -111,10 +112,10 @@ def test_both_paths_give_identical_scores(tmp_path, capsys):
     for k in keys:
         va, vb = a["results"][TASK][k], b["results"][TASK][k]
         assert va == vb or (isinstance(va, float) and math.isnan(va) and math.isnan(vb)), k
-    assert 0.0 < _metric(a, scoring.CCS_BINARY) < 1.0  # mixed: some faithful, some not
+    assert 0.0 < _metric(a, scoring.PRIMARY.name) < 1.0  # mixed: some faithful, some not
     sa, sb = read_samples(tmp_path / "lmms", TASK), read_samples(tmp_path / "fast", TASK)
     assert [s["edct"]["status"] for s in sa] == [s["edct"]["status"] for s in sb]
-    assert [s.get(scoring.CCS_BINARY) for s in sa] == [s.get(scoring.CCS_BINARY) for s in sb]
+    assert [s.get(scoring.PRIMARY.name) for s in sa] == [s.get(scoring.PRIMARY.name) for s in sb]
     # both paths write an ordinary EDCT run folder; the records differ only in how the target got
     # its conversations (and the loop's documents name their index row)
     loop, fast = load_run(tmp_path / "lmms" / "edct"), load_run(tmp_path / "edct")
@@ -128,7 +129,7 @@ def test_both_paths_give_identical_scores(tmp_path, capsys):
         )
 
     assert [same(r) for r in loop.records] == [same(r) for r in fast.records]
-    assert loop.log.results["overall"] == fast.log.results["overall"]
+    assert loop.log.results.overall == fast.log.results.overall
     assert fast.log.config.backends["target"]["rendering"] == "multi-turn"
     assert loop.log.config.backends["target"]["rendering"] == "single-turn-quoted"
     for run in (loop, fast):  # self-contained: every image the records name is inside the folder
@@ -208,7 +209,7 @@ def test_tiny_qwen3_vl_through_lmms_eval_and_edct_run(tmp_path, tiny_qwen3_vl):
             if audit["status"] != "scored":
                 assert audit["reason"]  # why it was not scored is recorded
             else:
-                assert sample[scoring.CCS_BINARY] is not None or sample[scoring.CCS_GRADED] is not None
+                assert sample[scoring.PRIMARY.name] is not None or sample[scoring.GRADED.name] is not None
     fast_results = read_results(tmp_path / "fast")
     assert fast_results["edct"]["target"]["chat"] is True  # qwen3_vl resolves to the chat class
 

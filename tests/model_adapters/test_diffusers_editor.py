@@ -16,8 +16,9 @@ torch = pytest.importorskip("torch")
 diffusers = pytest.importorskip("diffusers")
 pytest.importorskip("tokenizers")
 
+from support.backends import build  # noqa: E402
+
 from model_adapters.errors import OptionsError  # noqa: E402
-from model_adapters.factories import FACTORIES  # noqa: E402
 from model_adapters.images import RESIZE_INFO_KEY  # noqa: E402
 from verification.localization import folder_stamp  # noqa: E402
 
@@ -182,7 +183,7 @@ def _image(w: int, h: int) -> Image.Image:
 
 
 def test_tiny_kontext_edits_through_the_backend(saved_pipeline, offline) -> None:
-    editor = FACTORIES["editor"]["diffusers"]({**OPTIONS, "model": str(saved_pipeline)})
+    editor = build("editor", "diffusers", {**OPTIONS, "model": str(saved_pipeline)})
     image = _image(32, 24)
     first = editor.edit(image, INSTRUCTION, seed=1)
     again = editor.edit(image, INSTRUCTION, seed=1)
@@ -198,7 +199,7 @@ def test_tiny_kontext_edits_through_the_backend(saved_pipeline, offline) -> None
 
 
 def test_an_output_snapped_to_the_pipeline_grid_is_resized_back(saved_pipeline, offline) -> None:
-    editor = FACTORIES["editor"]["diffusers"]({**OPTIONS, "model": str(saved_pipeline)})
+    editor = build("editor", "diffusers", {**OPTIONS, "model": str(saved_pipeline)})
     image = _image(33, 25)
     out = editor.edit(image, INSTRUCTION, seed=0)
     assert out.size == (33, 25) and out.info[RESIZE_INFO_KEY] == "32x24"
@@ -217,7 +218,7 @@ def test_an_output_snapped_to_the_pipeline_grid_is_resized_back(saved_pipeline, 
 )
 def test_bad_diffusers_options(saved_pipeline, offline, options, message) -> None:
     with pytest.raises(OptionsError, match=message):
-        FACTORIES["editor"]["diffusers"]({**OPTIONS, "model": str(saved_pipeline), **options})
+        build("editor", "diffusers", {**OPTIONS, "model": str(saved_pipeline), **options})
 
 
 def test_a_pipeline_that_cannot_be_loaded_is_an_options_error() -> None:

@@ -12,7 +12,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from support.loopback import CHAT_FAULTS, CalibrationWorld, FaultPlan, Loopback
+from support.hang_guard import hang_limit, scaled
+from support.loopback import CHAT_FAULTS, UNTIL_CLOSED, CalibrationWorld, FaultPlan, Loopback
 
 from edct_task.config import calibration_config, config_from_dict
 from edct_task.run.runner import run
@@ -46,7 +47,9 @@ def _chat(urls: list[str], model: str) -> dict:
         "model": model,
         "base_urls": urls,
         "api_key_env": "EDCT_LOOPBACK_KEY",
-        "timeout_s": 2.0,  # a stalled reply (4 s) times out; a normal one never does, even on a busy machine
+        # a stalled reply (UNTIL_CLOSED) times out; a normal one does not, and the odd one a busy
+        # machine slows past this is retried like a fault (max_retries)
+        "timeout_s": scaled(2.0),
         "max_retries": 6,  # the openai client's backoff: 0.5 s doubling, or the server's Retry-After
         "concurrency": 8,
         "dead_after": 6,  # random faults are not a dead server: keep both in rotation
@@ -85,7 +88,7 @@ def reference(tmp_path_factory):
 def test_loopback_run_with_faults_matches_the_in_process_run(reference, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("EDCT_LOOPBACK_KEY", KEY)
     world = CalibrationWorld(BEHAVIOR)
-    faults = FaultPlan(rate=0.2, max_consecutive=2, stall_s=4.0)
+    faults = FaultPlan(rate=0.2, max_consecutive=2, stall_s=UNTIL_CLOSED)
     with (
         Loopback(world, faults=faults, api_key=KEY, reasoning=True) as a,
         Loopback(world, faults=faults, api_key=KEY, reasoning=True) as b,
@@ -133,7 +136,9 @@ def _editor_role(kind: str, url: str) -> dict:
         "api_key_env": "EDCT_LOOPBACK_KEY",
         "backoff_base_s": 0.001,
         "backoff_max_s": 0.01,
-        "timeout_s": 2.0,  # a stalled reply (4 s) times out; a normal one never does, even on a busy machine
+        # a stalled reply (UNTIL_CLOSED) times out; a normal one does not, and the odd one a busy
+        # machine slows past this is retried like a fault (the editors' max_retries)
+        "timeout_s": scaled(2.0),
         "concurrency": 8,
     }
     if kind == "bfl":
@@ -144,6 +149,9 @@ def _editor_role(kind: str, url: str) -> dict:
             "poll_interval_s": 0.001,
             "poll_max_interval_s": 0.002,
             **common,
+            # no stalls here (_editor_faults), and a submit that timed out is never re-sent: the
+            # timeout only guards against a hang
+            "timeout_s": hang_limit(10.0),
         }
     if kind == "openai-images":
         return {"backend": "openai-images", "model": "gpt-image-1.5", "base_url": url + "/v1", **common}
@@ -166,7 +174,7 @@ def _editor_faults(kind: str) -> tuple[str, ...]:
 @pytest.mark.parametrize("kind", ["bfl", "openai-images", "openrouter-image"])
 def test_http_editors_with_faults_give_the_reference_records(kind, reference, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("EDCT_LOOPBACK_KEY", KEY)
-    faults = FaultPlan(rate=0.2, max_consecutive=2, stall_s=4.0, kinds=_editor_faults(kind))
+    faults = FaultPlan(rate=0.2, max_consecutive=2, stall_s=UNTIL_CLOSED, kinds=_editor_faults(kind))
     with Loopback(CalibrationWorld(BEHAVIOR), faults=faults, api_key=KEY) as server:
         config = _config(
             tmp_path / kind, {"editor": _editor_role(kind, server.url)}, reference.output_dir / "cache"
@@ -197,7 +205,7 @@ def test_moderated_first_attempts_and_faults_end_with_the_reference_scores(
     """BFL with ~20% random faults plus ~30% of first attempts moderated: every moderated edit is
     recorded as a refusal and retried with a new seed, and the run ends with the reference scores."""
     monkeypatch.setenv("EDCT_LOOPBACK_KEY", KEY)
-    faults = FaultPlan(rate=0.2, max_consecutive=2, stall_s=4.0, kinds=_editor_faults("bfl"))
+    faults = FaultPlan(rate=0.2, max_consecutive=2, stall_s=UNTIL_CLOSED, kinds=_editor_faults("bfl"))
     world = CalibrationWorld(BEHAVIOR)
     with Loopback(
         world, faults=faults, api_key=KEY, moderate=0.3, moderate_first_attempts_only=True

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support.hang_guard import hang_limit
 from support.loopback import CalibrationWorld, Loopback
 
 from edct_task.calibration import SceneEditor, generate_samples
@@ -54,7 +55,7 @@ def _editor(urls, monkeypatch, clock, **extra):
         "model": "Qwen/Qwen-Image-Edit",
         "base_urls": urls,
         "api_key_env": "OMNI_KEY",
-        "timeout_s": 5.0,
+        "timeout_s": hang_limit(5.0),  # a hang guard: the down server refuses at once, none stalls
         "backoff_base_s": 0.0,
         "backoff_max_s": 0.0,
         "dead_after": 2,

@@ -6,12 +6,14 @@ import logging
 
 import numpy as np
 import pytest
+from support.backends import build
+from support.hang_guard import hang_limit
 from support.loopback import CalibrationWorld, FaultPlan, Loopback, openai_retry_waits
 
 from edct_task.calibration import SceneEditor, generate_samples
+from edct_task.roles import available_backends
 from model_adapters import bfl_editor, openai_images, openrouter_images
 from model_adapters.errors import EditRefused, OptionsError, PermanentBackendError
-from model_adapters.factories import FACTORIES
 from model_adapters.images import RESIZE_INFO_KEY
 
 KEY = "sk-editor-key-5c1e0a7d93b2"
@@ -50,7 +52,8 @@ def case():
 def _editor(kind: str, url: str, monkeypatch, sleeps: Sleeps | None = None, **extra):
     monkeypatch.setenv("LOOPBACK_EDITOR_KEY", KEY)
     sleep = sleeps or Sleeps()
-    common = {"api_key_env": "LOOPBACK_EDITOR_KEY", "timeout_s": 5.0, **extra}
+    # a hang guard: nothing here stalls, and a BFL submit that timed out is never re-sent
+    common = {"api_key_env": "LOOPBACK_EDITOR_KEY", "timeout_s": hang_limit(5.0), **extra}
     if kind != "openrouter-image":  # the chat client backs off by itself
         common["backoff_base_s"] = 0.01
     if kind == "bfl":
@@ -201,12 +204,12 @@ def test_openrouter_request_asks_for_image_output(world, case, monkeypatch) -> N
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_editor_factories_are_registered_and_check_options(kind, monkeypatch) -> None:
-    assert kind in FACTORIES["editor"]
+    assert kind in available_backends()["editor"]
     monkeypatch.delenv("BFL_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
     with pytest.raises(OptionsError, match="not set"):
-        FACTORIES["editor"][kind]({"model": "m"})
+        build("editor", kind, {"model": "m"})
     monkeypatch.setenv("SOME_KEY", "x")
     with pytest.raises(OptionsError, match="does not take"):
-        FACTORIES["editor"][kind]({"model": "m", "api_key_env": "SOME_KEY", "colour": "red"})
+        build("editor", kind, {"model": "m", "api_key_env": "SOME_KEY", "colour": "red"})

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.hang_guard import hang_limit
 from support.loopback import CalibrationWorld, Loopback
 
 pytestmark = pytest.mark.slow
@@ -39,7 +40,7 @@ def test_lmms_eval_openai_model_through_edct_run(tmp_path: Path, behavior: str) 
             "--output_path",
             str(tmp_path / "lmms"),
         ]
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=hang_limit(600))
         assert done.returncode == 0, done.stderr[-3000:]
         # 6 documents x (baseline + 2 re-queries) x (answer + why), each round one batched call
         assert server.requests["/v1/chat/completions"] == 36

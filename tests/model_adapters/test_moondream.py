@@ -1,7 +1,8 @@
 """The Moondream ``/detect`` detector against a loopback server speaking its wire protocol.
 
 The server replays a script of replies (status, headers, body, delay) and records each request.
-Backoff sleeps are injected (recorded, not slept); only the timeout test waits for real (~0.3 s).
+Backoff sleeps are injected (recorded, not slept); only the timeout test waits for real (two client
+timeouts of 0.15 s: its stalled replies never come, so they time out on any machine).
 """
 
 from __future__ import annotations
@@ -17,20 +18,24 @@ import numpy as np
 import pytest
 import skimage.data
 from PIL import Image
+from support.backends import build
+from support.hang_guard import hang_limit
 
 from model_adapters.errors import PermanentBackendError, RateLimited, Timeout, TransientBackendError
-from model_adapters.factories import FACTORIES
 from model_adapters.moondream_detector import moondream_from_options
 from model_adapters.transport import MalformedReply
 from verification.check import check_edit
 
 KEY = "md-test-key-123456"
+STALL = float("inf")
+"""A reply ``delay`` that lasts until the server closes."""
 
 
 class Script:
     def __init__(self) -> None:
         self.replies: list[tuple[int, dict[str, str], bytes, float]] = []
         self.requests: list[dict] = []
+        self.closing = threading.Event()
 
     def add(
         self, status: int, body: object, headers: dict[str, str] | None = None, delay: float = 0.0
@@ -49,6 +54,9 @@ def server():
             body = self.rfile.read(length)
             script.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
             status, headers, raw, delay = script.replies.pop(0) if script.replies else (500, {}, b"{}", 0.0)
+            if delay == STALL:
+                script.closing.wait()
+                return
             if delay:
                 time.sleep(delay)
             try:
@@ -70,6 +78,7 @@ def server():
     thread.start()
     script.url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
     yield script
+    script.closing.set()
     httpd.shutdown()
     httpd.server_close()
 
@@ -81,7 +90,8 @@ def image() -> Image.Image:
 
 def _detector(server, monkeypatch, sleeps, **options):
     monkeypatch.setenv("MD_KEY", KEY)
-    opts = {"base_url": server.url, "api_key_env": "MD_KEY", "max_retries": 2, "timeout_s": 5, **options}
+    opts = {"base_url": server.url, "api_key_env": "MD_KEY", "max_retries": 2, **options}
+    opts.setdefault("timeout_s", hang_limit(5))  # a hang guard: only the timeout test stalls
     return moondream_from_options(opts, sleep=sleeps.append)
 
 
@@ -180,8 +190,8 @@ def test_malformed_then_good_reply_recovers(server, monkeypatch, image):
 
 
 def test_timeouts_are_retried_then_raised(server, monkeypatch, image):
-    server.add(200, {"objects": []}, delay=0.6)
-    server.add(200, {"objects": []}, delay=0.6)
+    server.add(200, {"objects": []}, delay=STALL)
+    server.add(200, {"objects": []}, delay=STALL)
     sleeps: list[float] = []
     det = _detector(server, monkeypatch, sleeps, timeout_s=0.15, max_retries=1)
     with pytest.raises(Timeout, match="timed out"):
@@ -192,8 +202,8 @@ def test_timeouts_are_retried_then_raised(server, monkeypatch, image):
 def test_failures_propagate_through_the_provider_and_check(server, monkeypatch, image):
     """A failed detection is an exception (the engine records it and never caches it), not a verdict."""
     monkeypatch.setenv("MD_KEY", KEY)
-    provider = FACTORIES["detector"]["moondream"](
-        {"base_url": server.url, "api_key_env": "MD_KEY", "max_retries": 0}
+    provider = build(
+        "detector", "moondream", {"base_url": server.url, "api_key_env": "MD_KEY", "max_retries": 0}
     )
     assert provider.name == "moondream+box"
     server.add(200, {"objects": [{"x_min": 0.25, "y_min": 0.1, "x_max": 0.75, "y_max": 0.5}]})

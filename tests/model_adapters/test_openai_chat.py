@@ -8,7 +8,16 @@ import logging
 import httpx2
 import numpy as np
 import pytest
-from support.loopback import CalibrationWorld, FaultPlan, Loopback, image_from_uri, openai_retry_waits
+from support.backends import build
+from support.hang_guard import hang_limit, scaled
+from support.loopback import (
+    UNTIL_CLOSED,
+    CalibrationWorld,
+    FaultPlan,
+    Loopback,
+    image_from_uri,
+    openai_retry_waits,
+)
 
 from edct_task.calibration import ReferenceVLM, generate_samples
 from model_adapters.contracts import ChatMessage, Completion, GenerationParams, TokenUsage
@@ -22,7 +31,6 @@ from model_adapters.errors import (
     Timeout,
     TransientBackendError,
 )
-from model_adapters.factories import FACTORIES
 from model_adapters.images import data_uri, png_bytes
 from model_adapters.openai_chat import OpenAIText, OpenAIVisionChat, client_from_options
 from model_adapters.transport import MalformedReply, Scrubber
@@ -56,7 +64,7 @@ def samples():
 
 
 def _options(url: str | list[str], **extra):
-    opts = {"model": "loopback-vlm", "timeout_s": 5.0}
+    opts = {"model": "loopback-vlm", "timeout_s": hang_limit(5.0)}  # a hang guard: no stall here
     opts.update({"base_urls": url} if isinstance(url, list) else {"base_url": url})
     opts.update(extra)
     return opts
@@ -207,11 +215,14 @@ def test_a_very_long_retry_after_is_not_waited_for(world, retry_log) -> None:
 def test_every_fault_kind_is_retried_until_success(world, samples) -> None:
     convs = _conversations(samples)
     expected = ReferenceVLM("faithful").generate(convs, PARAMS)
-    faults = FaultPlan(rate=0.6, max_consecutive=2, stall_s=1.0)
+    faults = FaultPlan(rate=0.6, max_consecutive=2, stall_s=UNTIL_CLOSED)
+    # a stall always times out; a normal reply does not, or (a busy machine) is retried like a fault:
+    # max_retries (6) outlasts the two faults a request meets
+    timeout_s = scaled(0.4)
     with Loopback(world, faults=faults) as server:
-        vlm = _vlm(server.url + "/v1", timeout_s=0.4, concurrency=4)
+        vlm = _vlm(server.url + "/v1", timeout_s=timeout_s, concurrency=4)
         got = vlm.generate(convs, PARAMS)
-        llm = _text(server.url + "/v1", timeout_s=0.4, concurrency=4)
+        llm = _text(server.url + "/v1", timeout_s=timeout_s, concurrency=4)
         texts = llm.client.map(lambda i: llm.complete(f"prompt {i}", PARAMS).text, list(range(12)))
     assert [c.text for c in got] == [c.text for c in expected]
     assert texts == [world.complete(f"prompt {i}", PARAMS) for i in range(12)]
@@ -373,19 +384,21 @@ def test_scrubber_removes_key_shaped_text() -> None:
 )
 def test_bad_options_fail_at_start_up(options, message) -> None:
     with pytest.raises(OptionsError, match=message):
-        FACTORIES["text"]["openai-chat"](options)
+        build("text", "openai-chat", options)
 
 
 def test_identity_is_endpoint_independent() -> None:
-    a = FACTORIES["target"]["openai-chat"]({"model": "m", "base_url": "http://a:1/v1", "revision": "abc"})
-    b = FACTORIES["target"]["openai-chat"](
+    a = build("target", "openai-chat", {"model": "m", "base_url": "http://a:1/v1", "revision": "abc"})
+    b = build(
+        "target",
+        "openai-chat",
         {
             "model": "m",
             "base_urls": ["http://b:2/v1", "http://c:3/v1"],
             "revision": "abc",
             "concurrency": 3,
             "timeout_s": 9,
-        }
+        },
     )
     assert (
         a.identity()

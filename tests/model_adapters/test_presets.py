@@ -10,12 +10,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from support.backends import build
 
 from edct_task.cli.main import main
 from edct_task.core.errors import ConfigError
 from edct_task.presets import load_preset, preset_dir, preset_names, preset_path
 from model_adapters import diffusers_editor
-from model_adapters.factories import FACTORIES
 
 REPO = Path(__file__).parents[2]
 KINDS = {"target": "target", "extractor": "text", "judge": "text", "edit_parser": "text", "editor": "editor"}
@@ -40,9 +40,9 @@ def test_preset_runs_on_the_built_benchmark_and_its_roles_build(name, monkeypatc
         if role not in KINDS:
             continue
         if spec.backend == "diffusers":  # building would load the weights: check the options only
-            assert set(spec.options) <= diffusers_editor.OPTIONS
+            diffusers_editor.DiffusersOptions.model_validate(spec.options)
             continue
-        backend = FACTORIES[KINDS[role]][spec.backend](spec.options)
+        backend = build(KINDS[role], spec.backend, spec.options)
         assert "placeholder" not in repr(backend.identity())
 
 

@@ -13,7 +13,9 @@ import httpx2
 import openai
 import pytest
 import yaml
-from support.loopback import CalibrationWorld, Loopback
+from support.backends import build
+from support.hang_guard import hang_limit, scaled, wait_for
+from support.loopback import UNTIL_CLOSED, CalibrationWorld, Loopback
 
 from edct_task.calibration import generate_samples
 from edct_task.cli.main import main
@@ -52,7 +54,8 @@ def case():
 
 def _bfl(url: str, monkeypatch, **options):
     monkeypatch.setenv("LOOPBACK_EDITOR_KEY", KEY)
-    opts = {"model": "flux-2-pro", "base_url": url, "api_key_env": "LOOPBACK_EDITOR_KEY", "timeout_s": 0.5}
+    opts = {"model": "flux-2-pro", "base_url": url, "api_key_env": "LOOPBACK_EDITOR_KEY"}
+    opts["timeout_s"] = hang_limit(5.0)  # a hang guard: a BFL submit that timed out is never re-sent
     return bfl_editor.from_options(
         {**opts, "backoff_base_s": 0.0, "poll_interval_s": 0.0, **options}, sleep=Sleeps()
     )
@@ -180,11 +183,14 @@ def test_a_bfl_submit_that_may_have_been_accepted_is_never_sent_twice(then, worl
     the server accepted (and billed) the job". The loopback creates and bills the job first."""
     image, instruction = case
     with Loopback(world, api_key=KEY, bfl_accept_then=then) as server:
-        server.faults.stall_s = 1.5
-        editor = _bfl(server.url, monkeypatch)
+        server.faults.stall_s = UNTIL_CLOSED  # a read timeout fires, however busy the machine
+        timeout = {"timeout_s": scaled(0.5)} if then == "read_timeout" else {}
+        editor = _bfl(server.url, monkeypatch, **timeout)
         with pytest.raises(SubmitUncertain, match="may have accepted"):
             editor.edit(image, instruction, seed=3)
-        assert server.requests["/v1/flux-2-pro"] == 1 and server.bfl_billed == 3.0
+        # the job is billed before the reply, which a busy machine may make late for the timeout
+        assert wait_for(lambda: server.bfl_billed == 3.0, 10), server.bfl_billed
+        assert server.requests["/v1/flux-2-pro"] == 1
     assert editor.usage()["retries"] == 0 and editor.usage()["failures"] == 1
 
 
@@ -267,7 +273,10 @@ def test_openai_insufficient_quota_is_not_retried(world, case, monkeypatch) -> N
 def test_the_cost_ceiling_stops_new_paid_calls(world, case, monkeypatch) -> None:
     image, instruction = case
     with Loopback(world, api_key=KEY) as server:
-        editor = _bfl(server.url, monkeypatch, max_cost_usd=0.05)  # 3 credits = 0.03 USD a job
+        monkeypatch.setenv("LOOPBACK_EDITOR_KEY", KEY)
+        options = {"model": "flux-2-pro", "base_url": server.url, "api_key_env": "LOOPBACK_EDITOR_KEY"}
+        options.update(backoff_base_s=0.0, poll_interval_s=0.0, max_cost_usd=0.05)  # 0.03 USD a job
+        editor = build("editor", "bfl", options)
         editor.edit(image, instruction, seed=1)
         editor.edit(image, instruction, seed=2)
         with pytest.raises(ProviderStop, match=r"max_cost_usd 0.05 reached"):

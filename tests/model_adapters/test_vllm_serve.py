@@ -10,11 +10,11 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import psutil
 import pytest
+from support.hang_guard import finish, hang_limit, wait_for
 
 from model_adapters.vllm_serve import (
     PYTHON_ENV,
@@ -84,12 +84,11 @@ def _free_port() -> int:
 
 
 def _engine_pid(log: Path) -> int:
-    for _ in range(100):
-        found = re.search(r"engine pid (\d+)", log.read_text())
-        if found:
-            return int(found.group(1))
-        time.sleep(0.05)
-    raise AssertionError(f"no engine pid in {log}")
+    def found() -> re.Match | None:
+        return re.search(r"engine pid (\d+)", log.read_text()) if log.exists() else None
+
+    assert wait_for(found, 5, every=0.05), f"no engine pid in {log}"
+    return int(found().group(1))
 
 
 def _gone(pid: int) -> bool:
@@ -127,7 +126,7 @@ def test_server_starts_as_a_module_waits_for_health_and_stops_its_whole_group(fa
     finally:
         server.stop(timeout_s=5)
     assert server.process.poll() is not None
-    assert _gone(engine)  # the child that ignored SIGTERM was killed with the group
+    assert wait_for(lambda: _gone(engine), 5)  # the child that ignored SIGTERM was killed with the group
     assert "fake vllm --model Qwen/Qwen3-VL-8B-Instruct" in log.read_text()
 
 
@@ -160,7 +159,8 @@ def test_a_server_that_never_gets_healthy_is_stopped(fake_vllm, tmp_path) -> Non
             clock=clock,
             log_path=log,
         )
-    assert _gone(_engine_pid(log))
+    engine = _engine_pid(log)
+    assert wait_for(lambda: _gone(engine), 5)
 
 
 def test_edct_serve_prints_the_roles_block_and_sigterm_leaves_no_process(fake_vllm, tmp_path) -> None:
@@ -177,7 +177,7 @@ def test_edct_serve_prints_the_roles_block_and_sigterm_leaves_no_process(fake_vl
             lines.append(line.rstrip("\n"))
     except BaseException:
         proc.send_signal(signal.SIGTERM)  # edct serve stops its server group
-        proc.communicate(timeout=60)
+        finish(proc, 60)
         raise
     engine = _engine_pid(log)
     server_pid = int(re.search(r"pid (\d+)", lines[0]).group(1))
@@ -188,10 +188,10 @@ def test_edct_serve_prints_the_roles_block_and_sigterm_leaves_no_process(fake_vl
         f"    base_url: http://127.0.0.1:{port}/v1",
     ]
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=60)
+    out, err = finish(proc, 60)
     assert proc.returncode == 0, err
     assert "stopped vLLM (SIGTERM)" in out
-    assert _gone(server_pid) and _gone(engine)
+    assert wait_for(lambda: _gone(server_pid) and _gone(engine), 5)
 
 
 def test_serve_returns_the_servers_status_when_it_ends_by_itself(fake_vllm, tmp_path) -> None:
@@ -212,7 +212,8 @@ def test_serve_returns_the_servers_status_when_it_ends_by_itself(fake_vllm, tmp_
     )
     assert code == -signal.SIGKILL and any("backend: openai-chat" in line for line in printed)
     assert printed[0].startswith("# vLLM is serving Qwen/Qwen3-235B-A22B")
-    assert _gone(_engine_pid(tmp_path / "s.log"))
+    engine = _engine_pid(tmp_path / "s.log")
+    assert wait_for(lambda: _gone(engine), 5)
 
 
 def test_recipes_and_overrides() -> None:
@@ -251,7 +252,7 @@ def test_edct_serve_without_vllm_exits_2_with_one_message(tmp_path) -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=hang_limit(120),
     )
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "EDCT_VLLM_PYTHON" in done.stderr

@@ -47,6 +47,19 @@ def test_every_recorded_real_reply_reads_as_labelled() -> None:
     assert styles == {"off", "json_schema"}
 
 
+def test_the_replies_that_are_not_evidence_were_scored_before_issue_44() -> None:
+    """The 7 json_schema replies that send the prompt's own text back (4 edit targets and 1 concept
+    list copied from the prompt, a graded reason that is the rubric's line 3 with score 1) or whose
+    change restates its concept: scored by the engine before the evidence rules, unscored now with
+    the reason a reader gives."""
+    entries = _recorded()
+    before = reply_corpus.evaluate(parsing, entries, evidence=False)
+    wrongly = {o.id: o.expected["unscored"] for o in before if o.category == "wrongly scored"}
+    assert Counter(wrongly.values()) == {"echoed": 6, "restated": 1}
+    assert all("json_schema" in i for i in wrongly)
+    assert all(e.get("context") for e in entries if e["kind"] in ("concepts", "instructions", "edit_target"))
+
+
 def test_the_labels_are_a_readers_not_the_parsers() -> None:
     """Some recorded replies state no verdict or are cut: their label is unscored, with the reason
     a reader gives (the parser must agree with it, not the other way round)."""
@@ -91,8 +104,12 @@ def test_a_real_llm_in_every_text_role(model, tmp_path_factory) -> None:
             for e in ask(served.url, model.name, prompts, structured)
         ]
         asking = time.monotonic() - asked
+        flagged = [_judged_run(served.url, model.name, tmp, *combo) for combo in JUDGE_RUNS]
     finally:
         left = served.stop()
+    print("\n" + _judge_table(flagged))
+    for row in flagged:  # a real model nobody here wrote, as the judge: every run says so
+        assert row["unreliable"], row
     assert not left, f"processes of the vLLM server outlived edct serve: {left}"
     assert len(entries) == 2 * len(prompts) and {e["kind"] for e in entries} == set(KINDS)
     for entry in entries:  # every reply is read or unscored with a reason, never an error
@@ -117,3 +134,70 @@ def test_a_real_llm_in_every_text_role(model, tmp_path_factory) -> None:
         path = Path(record)
         old = yaml.safe_load(path.read_text()) if path.exists() else []
         path.write_text(yaml.safe_dump([*old, *entries], sort_keys=False, allow_unicode=True, width=100))
+
+
+JUDGE_RUNS = (
+    [("off", False, "prior"), ("json_schema", True, "faithful")]
+    if os.environ.get("EDCT_REAL_LLM_TABLE") != "1"
+    else [
+        (structured, graded, behavior)
+        for structured in ("off", "json_schema")
+        for graded in (True, False)
+        for behavior in ("faithful", "prior")
+    ]
+)
+"""(structured, graded judge, target) of the calibration runs with the real model as the judge;
+``EDCT_REAL_LLM_TABLE=1`` runs all eight for the table in docs/concepts/judge-reliability.md."""
+
+
+def _judged_run(url: str, name: str, tmp: Path, structured: str, graded: bool, behavior: str) -> dict:
+    """A calibration run whose judge is the served model (every other role the calibration rules):
+    its CCS and its controls' verdict."""
+    from edct_task.config import calibration_config, config_from_dict
+    from edct_task.run.runner import run
+
+    out = tmp / f"judged-{structured}-{graded}-{behavior}"
+    base = calibration_config(behavior, n=4, output_dir=out).model_dump(mode="json")
+    base.update(progress=False, bootstrap_resamples=500, cache_dir=str(tmp / "judged-cache"))
+    base["protocol"].update(graded=graded, max_new_tokens=256, graded_max_new_tokens=256)
+    base["roles"]["judge"] = {
+        "backend": "openai-chat",
+        "model": name,
+        "base_url": url,
+        "structured": structured,
+        "timeout_s": 600,
+        "max_retries": 0,
+    }
+    results = run(config_from_dict(base)).results
+    ccs = results["results"]["overall"]["metrics"]["ccs_binary"]
+    roles = results["controls"]["roles"]
+    return {
+        "structured": structured,
+        "graded": graded,
+        "target": behavior,
+        "ccs": ccs,
+        "controls": {role: judges["judge"] for role, judges in roles.items() if "judge" in judges},
+        "unreliable": results["controls"]["unreliable"],
+    }
+
+
+def _judge_table(rows: list[dict]) -> str:
+    lines = [
+        "| structured | graded | target | CCS_binary | binary judge controls | graded judge controls "
+        "| flagged |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        c = r["ccs"]
+        ccs = "—" if c["estimate"] is None else f"{c['estimate']:.3f} [{c['low']:.2f}, {c['high']:.2f}]"
+        cells = []
+        for role in ("judge_binary", "judge_graded"):
+            t = r["controls"].get(role)
+            cells.append(
+                "off" if t is None else f"{t['correct']}/{t['n']} [{t['ci'][0]:.2f}, {t['ci'][1]:.2f}]"
+            )
+        lines.append(
+            f"| {r['structured']} | {'on' if r['graded'] else 'off'} | {r['target']} | {ccs} | "
+            f"{cells[0]} | {cells[1]} | {'yes' if r['unreliable'] else 'no'} |"
+        )
+    return "\n".join(lines)

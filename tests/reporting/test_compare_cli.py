@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support.edct_runs import records, write_edct_run
+from support.edct_runs import control_records, records, write_edct_run
 
 from edct_task.cli.main import main
 
@@ -81,3 +81,46 @@ def test_compare_a_folder_that_is_not_a_run_is_one_line(tmp_path: Path, capsys) 
     (tmp_path / "empty").mkdir()
     assert main(["compare", str(a), str(tmp_path / "empty")]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_compare_refuses_an_unreliable_run_in_one_line_unless_forced(tmp_path: Path, capsys) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    write_edct_run(a, records(0.9, n=10), controls=control_records(16))
+    write_edct_run(
+        b,
+        records(0.5, n=10),
+        target={"backend": "calibration-reference", "behavior": "mixed:0.5"},
+        controls=control_records(4),  # 4/16 right: the binary judge is below the bar
+    )
+    assert main(["compare", str(a), str(b)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "run B" in err and str(b) in err and "unreliable" in err and "binary judge: 4/16" in err
+    assert "--force" in err
+    assert main(["compare", str(a), str(b), "--force"]) == 0
+    text = capsys.readouterr().out
+    assert "the comparison includes an unreliable run" in text and "binary judge: 4/16" in text
+    assert main(["compare", str(a), str(b), "--force", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert list(out["unreliable"]) == ["B"] and out["n_paired"] == 27
+
+
+def test_compare_runs_without_controls_or_with_passing_ones_is_not_refused(tmp_path: Path, capsys) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    write_edct_run(a, records(0.9, n=10), controls=control_records(16))
+    target = {"backend": "calibration-reference", "behavior": "mixed:0.5"}
+    write_edct_run(b, records(0.5, n=10), target=target)
+    # b was made before controls (no controls block, no controls settings): "controls: not run",
+    # which is not unreliable; its setup differs in the controls settings (part of the identity)
+    assert main(["compare", str(a), str(b), "--force", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["unreliable"] == {}
+    assert [d["field"] for d in out["setup_differences"]] == ["protocol.control_bar", "protocol.controls"]
+    c = tmp_path / "c"
+    write_edct_run(c, records(0.5, n=10), target=target, controls=control_records(15))
+    assert main(["compare", str(a), str(c), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["unreliable"] == {}
+    d = tmp_path / "d"
+    write_edct_run(d, records(0.5, n=10), target=target, controls=control_records(15), bar=0.9)
+    assert main(["compare", str(a), str(d)]) == 2
+    assert "protocol.control_bar (0.8 vs 0.9)" in capsys.readouterr().err

@@ -14,6 +14,7 @@ import subprocess
 
 import pytest
 from support.edct_runs import records, write_edct_run
+from support.hang_guard import hang_limit
 
 from edct_task.reporting.report import build_report
 
@@ -64,7 +65,7 @@ def test_the_tables_compile_cleanly_fit_the_page_and_keep_their_numbers(report, 
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=hang_limit(120),
     )
     log = (tmp_path / "doc.log").read_text(errors="replace")
     assert run.returncode == 0, log[-3000:]

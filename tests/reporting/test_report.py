@@ -20,6 +20,7 @@ from edct_task.lmms import settings as lmms_settings
 from edct_task.reporting import figures
 from edct_task.reporting.report import FIGURE_STEM, build_report
 from edct_task.scoring.metrics import summarise
+from edct_task.scoring.results import as_json
 
 MODELS = {  # name → (EDCT level, MMMU acc 0–1, MathVista cot/solution/format 0–100, MMLU-Pro subtasks)
     "org/alpha-vl": (0.9, 0.52, (61.0, 58.0, 55.0), (0.40, 0.50)),
@@ -147,7 +148,7 @@ def test_report_numbers_scales_and_sources(outputs, tmp_path):
         raw = json.loads(files[name, "edct"].read_text())["results"]
         recs = records(level, n=20)
         # Table 1: the pooled numbers, from the logged records with edct_task.scoring.metrics.summarise
-        expected = summarise(recs, seed=0)["overall"]
+        expected = as_json(summarise(recs, seed=0))["overall"]
         for metric in ("ccs_binary", "ccs_graded", "ac_k1", "ef_k2"):
             got = m["edct"][metric]
             assert got["estimate"] == pytest.approx(expected["metrics"][metric]["estimate"], abs=1e-12)

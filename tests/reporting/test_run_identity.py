@@ -50,3 +50,31 @@ def test_stability_over_seeds_prints_a_table_only(tmp_path: Path, capsys) -> Non
     rc, out, _ = _stability(capsys, *(tmp_path / f"s{s}" for s in (0, 1, 2)))
     assert rc == 0 and out.splitlines()[0].split() == ["metric", "mean", "SD", "runs"]
     assert not any(line.startswith("{") for line in out.splitlines())
+
+
+def test_the_evaluation_host_is_part_of_the_setup(tmp_path: Path) -> None:
+    """Issue 47: an Inspect run (the target identity names its host) is a setup of its own, apart
+    from the same roles, protocol and items driven by edct-bench itself; runs that name no host keep
+    their setup ids."""
+    from edct_task.reporting.setup import host_of, setup_id, setup_identity
+
+    recs = records(0.5, n=6)
+    write_edct_run(tmp_path / "edct", recs)
+    inspect = {
+        "backend": "inspect_ai",
+        "model": "edct/faithful",
+        "rendering": "multi-turn",
+        "host": "inspect_ai",
+    }
+    write_edct_run(tmp_path / "inspect", recs, target=inspect)
+    assert (
+        main(["report", str(tmp_path / "edct"), str(tmp_path / "inspect"), "--out", str(tmp_path / "r")]) == 0
+    )
+    setups = json.loads((tmp_path / "r" / "report.json").read_text())["setups"]
+    assert len(setups) == 2, setups
+
+    base = {"roles": {}, "protocol": {}, "verification": {}, "prompt_versions": {}, "dataset_digest": None}
+    assert "host" not in setup_identity(**base)
+    assert setup_identity(**base, host=host_of(inspect))["host"] == "inspect_ai"
+    assert setup_id(setup_identity(**base)) != setup_id(setup_identity(**base, host="inspect_ai"))
+    assert host_of({"backend": "calibration-reference"}) is None and host_of("a string") is None

@@ -15,6 +15,7 @@ import psutil
 import pytest
 import yaml
 from conftest import SHARDS, N
+from support.hang_guard import deadline, hang_limit
 
 from edct_task.config import calibration_config
 from edct_task.scale.execute import LocalExecutor, RayExecutor, merge_groups, run_jobs
@@ -36,8 +37,8 @@ def _cached(job: Job) -> int:
 def _kill_mid_run(job: Job, killed: dict) -> None:
     """SIGKILL the process running ``job`` (this test's own, found by its output folder) once
     ``KILL_AT_CALLS`` of its calls are in its stage cache."""
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
+    end = deadline(240)
+    while time.monotonic() < end:
         for p in psutil.process_iter(["pid", "cmdline"]):
             if str(job.output) in (p.info["cmdline"] or []):
                 while (done := _cached(job)) < KILL_AT_CALLS and p.is_running():
@@ -72,7 +73,7 @@ def test_jobs_merge_into_the_single_run_even_with_a_shard_killed(runs, tmp_path:
     watcher.start()
     lines: list[str] = []
     run_jobs(sweep.jobs, _executor(kind), retries=1, say=lines.append)
-    watcher.join(5)
+    watcher.join(hang_limit(5))  # it returned once it killed (before the retry could finish)
     assert killed and killed["cached"] >= KILL_AT_CALLS, killed
     retried = [line for line in lines if "shard1-of-3: exit -9" in line]
     assert len(retried) == 1 and "try 2 of 2" in retried[0], lines

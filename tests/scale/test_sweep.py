@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import SHARDS, N
+from support.hang_guard import hang_limit
 
 from edct_task.cli.main import main
 from edct_task.config import calibration_config
@@ -174,7 +175,7 @@ def test_the_slurm_array_runs_task_by_task(runs, tmp_path: Path, capsys) -> None
             env={**env, "SLURM_ARRAY_TASK_ID": str(task)},
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=hang_limit(300),
         )
         assert done.returncode == 0, done.stderr[-2000:]
     outside = subprocess.run(
@@ -182,10 +183,15 @@ def test_the_slurm_array_runs_task_by_task(runs, tmp_path: Path, capsys) -> None
         env={**env, "SLURM_ARRAY_TASK_ID": "99"},
         capture_output=True,
         text=True,
+        timeout=hang_limit(300),
     )
     assert outside.returncode == 2 and "no job 99" in outside.stderr
     merge = subprocess.run(
-        ["bash", str(slurm / "merge.sbatch")], env=env, capture_output=True, text=True, timeout=300
+        ["bash", str(slurm / "merge.sbatch")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=hang_limit(300),
     )
     assert merge.returncode == 0, merge.stderr[-2000:]
     assert f"merged {SHARDS} shards of mixed/base/seed0" in merge.stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -11,7 +12,6 @@ from support.edct_runs import excluded_record, ref, scored_record
 
 from edct_task.core.records import SampleInput
 from edct_task.scoring import compare as cmp
-from edct_task.scoring.statistics import bootstrap_ci
 
 
 def _sample(i: int, domain: str = "okvqa") -> SampleInput:
@@ -45,46 +45,67 @@ def test_pair_records_refuses_an_unknown_metric_and_a_repeated_id():
         cmp.pair_records([rec, rec], [rec])
 
 
-# ----------------------------------------------------------------------------- difference
+# ------------------------------------------------------------------------- sign-flip test and its interval
 
 
-def test_paired_difference_is_the_bootstrap_of_the_per_item_differences_draw_for_draw():
-    a = np.array([1, 1, 0, 1, 1, 0, 1, 1, 1, 0], dtype=float)
-    b = np.array([0, 1, 0, 0, 1, 0, 1, 0, 1, 0], dtype=float)
-    iv = cmp.paired_difference(a, b, n_resamples=2000, seed=7)
-    assert iv.estimate == pytest.approx(0.3)  # (7 - 4) / 10
-    ref_iv = bootstrap_ci(a - b, n_resamples=2000, seed=7)
-    assert (iv.low, iv.high, iv.n) == (ref_iv.low, ref_iv.high, 10)
-
-
-def test_paired_difference_validates_shapes_first():
-    with pytest.raises(ValueError, match="shapes"):
-        cmp.paired_difference([1.0, 0.0], [1.0])
-    with pytest.raises(ValueError, match="finite"):
-        cmp.paired_difference([1.0, math.nan], [1.0, 0.0])
-    with pytest.raises(ValueError, match="one-dimensional"):
-        cmp.paired_difference([[1.0]], [[1.0]])
-
-
-# ----------------------------------------------------------------------------- sign-flip test
+def _p_by_enumeration(d: np.ndarray, delta: float) -> float:
+    """The exact two-sided sign-flip p-value of "symmetric about delta", over all 2**n patterns."""
+    x = d - delta
+    signs = np.array(list(itertools.product((-1, 1), repeat=x.size)))
+    return float(np.mean(np.abs(signs @ x) >= abs(x.sum()) - 1e-9))
 
 
 def test_sign_flip_exact_p_value_by_hand():
-    # five +1 and one -1 (and two zeros, which carry no sign): T = 4 of 64 patterns;
-    # |T| >= 4 when 0, 1, 5 or 6 signs are +: (1 + 6 + 6 + 1) / 64
+    # five +1 and one -1 (and two zeros, which carry no sign): T = 4; of the 64 patterns of the six
+    # non-zero differences |T*| >= 4 when 0, 1, 5 or 6 signs are +: (1 + 6 + 6 + 1) / 64
     t = cmp.sign_flip_test([1, 1, 1, 0, 0, -1, 1, 1])
-    assert (t.p, t.method, t.n_nonzero, t.n_resamples) == (14 / 64, "exact", 6, 64)
+    assert (t.p, t.method, t.n_nonzero) == (14 / 64, "exact", 6)
+    assert t.n_resamples == 3 * 6 * 2  # distinct patterns: 0..5 of the +1s, 0..2 zeros, 0..1 -1s
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_interval_is_the_set_the_test_does_not_reject(seed):
+    rng = np.random.default_rng(seed)
+    d = rng.choice([-1.0, -0.5, 0.0, 0.5, 1.0], p=[0.1, 0.1, 0.4, 0.2, 0.2], size=rng.integers(6, 12))
+    t = cmp.sign_flip_test(d)
+    assert t.method == "exact" and t.p == pytest.approx(_p_by_enumeration(d, 0.0), abs=1e-12)
+    for delta in np.linspace(-1, 1, 201):
+        if min(abs(delta - t.low), abs(delta - t.high)) < 1e-6:
+            continue  # the ends themselves: a matter of ties
+        inside = t.low <= delta <= t.high
+        assert inside == (_p_by_enumeration(d, delta) >= 0.05), (d.tolist(), delta, t)
+
+
+def test_too_few_items_to_reject_anything_give_the_whole_range():
+    t = cmp.sign_flip_test([1.0, 1.0, 1.0, 1.0, 1.0])  # 2 of 32 patterns as extreme: p = 0.0625
+    assert (t.p, t.low, t.high) == (0.0625, -1.0, 1.0)
+    t = cmp.sign_flip_test([1.0] * 6)  # p = 2 / 64 < 0.05: only δ = 1 is not rejected
+    assert t.p == pytest.approx(1 / 32) and t.low == pytest.approx(1.0) and t.high == 1.0
 
 
 def test_sign_flip_degenerate_cases():
     assert cmp.sign_flip_test([0, 0, 0]).p == 1.0
-    assert cmp.sign_flip_test([]).p == 1.0
-    assert cmp.sign_flip_test([0.5]).p == 1.0
+    empty = cmp.sign_flip_test([])
+    assert empty.p == 1.0 and math.isnan(empty.low) and empty.as_dict()["low"] is None
+    one = cmp.sign_flip_test([0.5])
+    assert (one.p, one.low, one.high) == (1.0, -1.0, 1.0)
+    agree = cmp.sign_flip_test(np.zeros(40))  # 40 items, every one the same in both runs
+    assert (
+        agree.p == 1.0
+        and agree.low == pytest.approx(0.0, abs=1e-6)
+        and agree.high == pytest.approx(0.0, abs=1e-6)
+    )
+    with pytest.raises(ValueError, match="within bounds"):
+        cmp.sign_flip_test([1.5, 0.0])
+    with pytest.raises(ValueError, match="low <= 0 <= high"):
+        cmp.sign_flip_test([0.5], bounds=(0.2, 1.0))
 
 
 def test_sign_flip_monte_carlo_above_the_exact_limit_is_seeded_and_close_to_the_binomial_test():
-    d = np.r_[np.ones(20), -np.ones(5)]  # 25 non-zero: Monte Carlo
-    t1, t2 = cmp.sign_flip_test(d, seed=3), cmp.sign_flip_test(d, seed=3)
+    d = np.r_[np.ones(20), -np.ones(5)]  # 21 · 6 = 126 distinct patterns: exact
+    t = cmp.sign_flip_test(d)
+    assert t.method == "exact" and t.p == pytest.approx(stats.binomtest(20, 25, 0.5).pvalue, abs=1e-12)
+    t1, t2 = cmp.sign_flip_test(d, seed=3, exact_max=100), cmp.sign_flip_test(d, seed=3, exact_max=100)
     assert t1 == t2 and t1.method == "monte-carlo" and t1.n_resamples == 10_000
     # ±1 differences: the sign-flip test is the two-sided sign test, binomial(25, 1/2) >= 20 or <= 5
     exact = stats.binomtest(20, 25, 0.5).pvalue
@@ -92,7 +113,7 @@ def test_sign_flip_monte_carlo_above_the_exact_limit_is_seeded_and_close_to_the_
     assert abs(t1.p - exact) < 0.0025
     assert t1.p > 0  # (1 + hits) / (1 + draws), never zero
     # no random pattern reaches |T| = 30 (chance 2**-29 each): (1 + 0) / (1 + 999)
-    assert cmp.sign_flip_test(np.r_[np.ones(30)], n_resamples=999).p == pytest.approx(1 / 1000)
+    assert cmp.sign_flip_test(np.r_[np.ones(30)], n_resamples=999, exact_max=1).p == pytest.approx(1 / 1000)
     assert cmp.p_text(1 / 1000, "monte-carlo", 999) == "≤ 0.0010"
     assert cmp.p_text(0.0123, "monte-carlo", 999) == "0.0123" and cmp.p_text(1.2e-5, "exact", 1) == "1.2e-05"
 
@@ -105,7 +126,7 @@ def test_sign_flip_equals_scipy_permutation_test():
         (d,), np.sum, permutation_type="samples", n_resamples=np.inf, alternative="two-sided"
     ).pvalue
     assert ours.method == "exact" and ours.p == pytest.approx(ref_p, abs=1e-12)
-    big = np.round(rng.normal(0.05, 0.3, 200), 2)  # Monte Carlo: agree within their noise
+    big = np.clip(np.round(rng.normal(0.05, 0.3, 200), 2), -1, 1)  # Monte Carlo: agree within their noise
     ours = cmp.sign_flip_test(big, n_resamples=20_000)
     ref_p = stats.permutation_test(
         (big,), np.sum, permutation_type="samples", n_resamples=20_000, alternative="two-sided", rng=1
@@ -114,9 +135,9 @@ def test_sign_flip_equals_scipy_permutation_test():
 
 
 def test_sign_flip_exact_matches_binomial_sign_test_at_the_limit():
-    d = np.r_[np.ones(13), -np.ones(3)]  # 16 non-zero: exact
+    d = np.r_[np.ones(13), -np.ones(3)]  # 16 items: exact however many distinct values
     t = cmp.sign_flip_test(d)
-    assert t.method == "exact" and t.n_resamples == 2**16
+    assert t.method == "exact" and t.n_resamples == 14 * 4
     assert t.p == pytest.approx(stats.binomtest(13, 16, 0.5).pvalue, abs=1e-12)
 
 
@@ -139,6 +160,33 @@ def test_compare_paired_overall_and_per_domain():
     d = c.as_dict()
     assert set(d) >= {"difference", "low", "high", "p", "n_paired", "per_domain"}
     assert d["per_domain"]["okvqa"]["n_paired"] == 4
+
+
+def _paired(a: np.ndarray, b: np.ndarray, domains: list[str]) -> cmp.Paired:
+    ids = tuple(f"i{k:04d}" for k in range(a.size))
+    return cmp.Paired(ids, tuple(domains), a, b, {"a": {}, "b": {}})
+
+
+def test_the_ci_and_the_p_value_never_disagree():
+    """Issue 44: in 10 of 40 replications the bootstrap CI excluded 0 while the sign-flip p was
+    >= 0.05. Now both come from one test: over 300 seeded comparisons (exact and Monte Carlo, binary
+    and graded, 2 to 300 items, near the 0.05 boundary and far from it), overall and per domain,
+    the CI excludes 0 exactly when p < 0.05."""
+    rng = np.random.default_rng(44)
+    near = 0
+    for case in range(300):
+        n = int(rng.choice([2, 5, 9, 16, 17, 30, 33, 60, 120, 300]))
+        grid = 2 if case % 2 else 8  # CCS_binary steps of 1/2, CCS_graded of 1/8
+        shift = rng.uniform(-0.3, 0.3)
+        a = np.clip(np.round((rng.random(n) * 0.6 + 0.2 + shift) * grid) / grid, 0, 1)
+        b = np.where(rng.random(n) < rng.uniform(0.3, 0.9), a, np.round(rng.random(n) * grid) / grid)
+        domains = ["x" if k % 3 else "y" for k in range(n)]
+        c = cmp.compare_paired(_paired(a, b, domains), n_resamples=2000, seed=case)
+        for part in (c, *c.per_domain.values()):
+            excludes = part.difference.low > 0 or part.difference.high < 0
+            assert excludes == (part.test.p < 0.05), (case, part.difference, part.test)
+            near += 0.02 < part.test.p < 0.1
+    assert near >= 20  # the boundary itself was exercised
 
 
 # ----------------------------------------------------------------------------- Holm
@@ -196,27 +244,63 @@ def test_tied_groups_are_transitive_overlaps():
 # ----------------------------------------------------------------------------- power
 
 
-def _t_power(effect: float, n: int, alpha: float = 0.05) -> float:
-    df, nc = n - 1, effect * math.sqrt(n)
-    crit = stats.t.ppf(1 - alpha / 2, df)
-    return float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
+NESTED = cmp.Differences(np.array([0.0, 0.5]), np.array([0.8, 0.2]))
+"""Runs that differ on a fifth of the items, always the same way (mean 0.1): the sign-flip test is
+discrete there (it needs 6 same-signed differences to reject at 0.05)."""
 
 
-def test_paired_sample_size_is_the_smallest_n_with_80_percent_power():
-    n = cmp.paired_sample_size(0.1, 0.3)
-    # normal approximation (1.96 + 0.8416)**2 * 0.09 / 0.01 = 70.6; the t-test needs a few more
-    assert n == 73
-    assert _t_power(0.1 / 0.3, 73) >= 0.8 > _t_power(0.1 / 0.3, 72)
-    assert cmp.paired_sample_size(-0.1, 0.3) == 73
+def _realised_power(dist: cmp.Differences, n: int, sims: int, seed: int) -> float:
+    """Share of simulated comparisons of n items that ``edct compare``'s test (``sign_flip_test``
+    with compare's defaults) calls significant: items drawn in random order."""
+    rng = np.random.default_rng(seed)
+    draws = rng.choice(dist.values, p=dist.weights, size=(sims, n))
+    return float(np.mean([cmp.sign_flip_test(d).p < 0.05 for d in draws]))
 
 
-def test_detectable_difference_inverts_the_sample_size():
-    d = cmp.detectable_difference(300, 0.3)
-    assert (2.8016 * 0.3 / math.sqrt(300)) < d < 0.0490  # a little above the normal approximation
-    assert _t_power(d / 0.3, 300) == pytest.approx(0.8, abs=1e-6)
-    with pytest.raises(ValueError, match="sd must be > 0"):
-        cmp.detectable_difference(300, 0.0)
+def test_the_planned_size_delivers_the_promised_power_with_compares_own_test():
+    size = cmp.paired_sample_size(NESTED, 0.1)
+    assert size.power >= 0.8
+    # the normal-theory (paired t) plan, 34 items here, delivers ~72 %: 34 < the plan
+    normal = math.ceil(((1.959964 + 0.841621) * NESTED.sd / 0.1) ** 2)
+    assert normal < size.n
+    sims = 2000
+    realised = _realised_power(NESTED, size.n, sims, seed=1)
+    assert realised >= 0.8 - 2 * math.sqrt(0.8 * 0.2 / sims), (size, realised)
+    assert _realised_power(NESTED, normal, sims, seed=2) < 0.77
+
+
+def test_sign_flip_power_is_the_tests_rejection_rate_in_the_monte_carlo_regime():
+    graded = cmp.Differences(np.arange(-8, 9) / 8, stats.binom.pmf(np.arange(17), 16, 0.52))
+    assert cmp.sign_flip_test(np.round(np.linspace(-1, 1, 30) * 8) / 8).method == "monte-carlo"
+    simulated = cmp.sign_flip_power(graded, 30, sims=1000)
+    realised = _realised_power(graded, 30, sims=300, seed=3)
+    assert abs(simulated - realised) < 4 * math.sqrt(0.25 / 300)
+
+
+def test_differences_tilt_keeps_the_values_and_reaches_the_mean():
+    pilot = cmp.Differences.from_sample([0.5] * 9 + [0.0] * 18 + [-0.5] * 3)
+    assert pilot.values.tolist() == [-0.5, 0.0, 0.5] and pilot.mean == pytest.approx(0.1)
+    tilted = pilot.tilted(0.2)
+    assert tilted.values.tolist() == pilot.values.tolist() and tilted.mean == pytest.approx(0.2)
+    assert pilot.tilted(0.1).weights == pytest.approx(pilot.weights)  # already there: unchanged
+    assert cmp.Differences.from_sample([0.0, -1.0, -1.0]).tilted(0.5).mean == pytest.approx(-0.5)
+    with pytest.raises(ValueError, match="no mix"):
+        pilot.tilted(0.5)  # the largest difference is 0.5: no mix of them has mean 0.5
+    assert cmp.DEFAULT_DIFFERENCES.sd == pytest.approx(0.5)
+
+
+def test_paired_sample_size_and_detectable_difference_invert_each_other():
+    size = cmp.paired_sample_size(cmp.DEFAULT_DIFFERENCES, 0.1)
+    # many items: a little above the normal-theory size at the SD of the reweighted differences
+    # (200; the permutation test's spread is that of Σ d², mean included, and its sums are discrete)
+    tilted = cmp.DEFAULT_DIFFERENCES.tilted(0.1)
+    normal = ((1.959964 + 0.841621) * tilted.sd / 0.1) ** 2
+    assert normal <= size.n <= normal * 1.15 and size.power >= 0.8
+    assert cmp.sign_flip_power(tilted, size.n, sims=4000, seed=9) >= 0.8 - 2 * math.sqrt(0.16 / 4000)
+    detectable = cmp.detectable_difference(cmp.DEFAULT_DIFFERENCES, size.n)
+    assert detectable == pytest.approx(0.1, abs=0.01)
+    assert cmp.detectable_difference(NESTED, 5) is None  # 5 items: the test cannot reject
+    with pytest.raises(ValueError, match="delta must be > 0"):
+        cmp.paired_sample_size(NESTED, 0.0)
     with pytest.raises(ValueError, match="n must be >= 2"):
-        cmp.detectable_difference(1, 0.3)
-    with pytest.raises(ValueError, match=r"\|delta\| must be > 0"):
-        cmp.paired_sample_size(0.0, 0.3)
+        cmp.detectable_difference(NESTED, 1)

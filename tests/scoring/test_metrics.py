@@ -7,7 +7,7 @@ import pytest
 from statsmodels.stats.proportion import proportion_confint
 
 from edct_task.core.records import SampleInput, SampleRecord, SampleScores
-from edct_task.scoring.metrics import METRIC_NAMES, counts, metric_intervals, summarise
+from edct_task.scoring.metrics import counts, metric_intervals, metric_names, summarise
 
 
 def _record(i: int, domain: str, status: str, ac=(), ef=(), graded=None) -> SampleRecord:
@@ -36,8 +36,8 @@ def test_excluded_unscored_and_errors_are_counted_not_zeroed() -> None:
         _record(4, "b", "unscored", ac=(None,), ef=(None,)),
         _record(5, "a", "error"),
     ]
-    m = metric_intervals(records, n_resamples=2000)
-    assert set(m) == set(METRIC_NAMES)
+    m = metric_intervals(records)
+    assert set(m) == set(metric_names())
     assert m["ccs_binary"].n == 3 and m["ccs_binary"].estimate == pytest.approx(0.5)
     assert m["ccs_graded"].estimate == pytest.approx(0.5)
     assert (m["ac_k1"].n, m["ac_k1"].estimate) == (3, pytest.approx(2 / 3))
@@ -45,7 +45,7 @@ def test_excluded_unscored_and_errors_are_counted_not_zeroed() -> None:
     low, high = proportion_confint(2, 3, method="wilson")
     assert (m["ac_k1"].low, m["ac_k1"].high) == (pytest.approx(low), pytest.approx(high))
     c = counts(records)
-    assert c == {
+    assert c.model_dump() == {
         "total": 6,
         "scored": 3,
         "excluded": 1,
@@ -71,14 +71,24 @@ def test_per_domain_blocks_partition_the_samples() -> None:
         for i in range(200)
     ]
     s = summarise(records, n_resamples=1000)
-    assert s["overall"]["counts"]["scored"] == 200
-    assert [s["per_domain"][d]["counts"]["scored"] for d in "ab"] == [100, 100]
-    overall = s["overall"]["metrics"]["ccs_binary"]
+    assert s.overall.counts.scored == 200
+    assert [s.per_domain[d].counts.scored for d in "ab"] == [100, 100]
+    overall = s.overall.metrics["ccs_binary"]
     expected = np.mean([r.scores.ccs_binary for r in records])
-    assert overall["estimate"] == pytest.approx(expected)
-    assert overall["low"] < expected < overall["high"]
+    assert overall.estimate == pytest.approx(expected)
+    assert overall.low < expected < overall.high
 
 
 def test_no_scored_samples_gives_empty_intervals_not_zero() -> None:
-    m = metric_intervals([_record(0, "a", "excluded")], n_resamples=500)
+    m = metric_intervals([_record(0, "a", "excluded")])
     assert m["ccs_binary"].n == 0 and np.isnan(m["ccs_binary"].estimate)
+
+
+def test_an_all_pass_run_gets_an_interval_with_width() -> None:
+    # Issue 44: the percentile bootstrap gave ten all-pass samples CCS_binary [1.00, 1.00].
+    records = [_record(i, "a", "scored", ac=(1, 1), ef=(1, 1), graded=1.0) for i in range(10)]
+    s = summarise(records).overall.metrics
+    for name in ("ccs_binary", "ccs_graded"):
+        assert s[name].estimate == 1.0 and s[name].high == 1.0
+        assert s[name].low == pytest.approx(0.6915, abs=1e-4)  # Clopper–Pearson of 10/10
+        assert s[name].method == "clopper-pearson-effective-n"

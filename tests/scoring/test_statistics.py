@@ -12,7 +12,7 @@ from scipy import stats
 from statsmodels.stats.proportion import proportion_confint
 
 from edct_task.scoring import statistics as st
-from edct_task.scoring.statistics import Interval, bootstrap_ci, mean_sd, wilson_interval
+from edct_task.scoring.statistics import Interval, bootstrap_ci, mean_interval, mean_sd, wilson_interval
 
 
 def _bernoulli(n: int, p: float, seed: int) -> np.ndarray:
@@ -55,6 +55,79 @@ def _hand_resampled_ci(
     alpha = 1.0 - confidence
     low, high = np.percentile(means, [100.0 * alpha / 2.0, 100.0 * (1.0 - alpha / 2.0)])
     return float(low), float(high)
+
+
+# --------------------------------------------------------------------------- mean_interval (every CCS)
+
+
+@pytest.mark.parametrize(("k", "n"), [(0, 10), (3, 10), (10, 10), (57, 60), (150, 300), (299, 300), (1, 1)])
+@pytest.mark.parametrize("confidence", [0.95, 0.90])
+def test_mean_interval_of_0_1_scores_is_clopper_pearson(k: int, n: int, confidence: float) -> None:
+    values = np.r_[np.ones(k), np.zeros(n - k)]
+    ci = mean_interval(values, confidence=confidence)
+    low, high = proportion_confint(k, n, alpha=1 - confidence, method="beta")
+    assert (ci.low, ci.high) == (pytest.approx(low, abs=1e-12), pytest.approx(high, abs=1e-12))
+    assert (ci.estimate, ci.n, ci.method) == (k / n, n, "clopper-pearson-effective-n")
+
+
+def test_an_all_pass_run_of_ten_has_a_real_interval_not_a_point() -> None:
+    # The percentile bootstrap gave [1.00, 1.00] here (every resample of ten 1s is ten 1s).
+    ci = mean_interval(np.ones(10))
+    assert ci.low == pytest.approx(0.025 ** (1 / 10), abs=1e-12)  # Clopper–Pearson: 0.6915
+    assert ci.high == 1.0 and round(ci.low, 2) == 0.69
+    assert mean_interval(np.zeros(10)).high == pytest.approx(1 - 0.025 ** (1 / 10), abs=1e-12)
+
+
+@pytest.mark.parametrize("value", [0.0, 0.125, 0.5, 0.875, 1.0])
+@pytest.mark.parametrize("n", [1, 2, 10, 300])
+def test_mean_interval_never_has_zero_width(value: float, n: int) -> None:
+    ci = mean_interval(np.full(n, value))
+    assert ci.low < ci.high and ci.low <= value <= ci.high
+    assert ci.low >= 0.0 and ci.high <= 1.0
+
+
+def test_mean_interval_by_hand_on_binary_ccs_values() -> None:
+    # CCS_binary at k = 2: four samples 1, one 0.5, one 0 -> m = 0.75, v = 7/48 (ddof 0)
+    values = [1, 1, 1, 1, 0.5, 0]
+    n, m, v = 6, 0.75, float(np.var(values))
+    assert v == pytest.approx((4 * 0.25**2 + 0.25**2 + 0.75**2) / 6)
+    z2 = stats.norm.ppf(0.975) ** 2
+    n_eff = n * m * (1 - m) / ((n * v + z2 * m * (1 - m)) / (n + z2))
+    ci = mean_interval(values)
+    assert ci.low == pytest.approx(stats.beta.ppf(0.025, m * n_eff, n_eff - m * n_eff + 1), abs=1e-10)
+    assert ci.high == pytest.approx(stats.beta.ppf(0.975, m * n_eff + 1, n_eff - m * n_eff), abs=1e-10)
+    # values inside [0, 1] vary less than 0/1 values of the same mean: narrower than Clopper–Pearson
+    # of n trials, wider than the binomial of 2n steps would be (steps of one sample correlate)
+    assert n < n_eff
+    low, high = proportion_confint(4.5, 6, method="beta")
+    assert high - low > ci.high - ci.low
+
+
+def test_mean_interval_covers_where_the_bootstrap_collapsed() -> None:
+    # Runs that nearly always pass: 0/1 scores with p = 0.995 at n = 30 (the percentile bootstrap
+    # covers 13.5 % here: all-pass samples give [1, 1]); coverage of 2,000 seeded samples.
+    rng = np.random.default_rng(7)
+    hits = sum(
+        (ci := mean_interval((rng.random(30) < 0.995).astype(float))).low <= 0.995 <= ci.high
+        for _ in range(2000)
+    )
+    assert hits / 2000 >= 0.95
+
+
+def test_mean_interval_edge_cases_and_validation() -> None:
+    empty = mean_interval([])
+    assert empty.n == 0 and math.isnan(empty.estimate) and math.isnan(empty.low)
+    assert empty.as_dict()["low"] is None
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        mean_interval([0.5, 1.2])
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        mean_interval([-0.1, 0.5])
+    with pytest.raises(ValueError, match="finite"):
+        mean_interval([0.5, math.nan])
+    with pytest.raises(ValueError, match="one-dimensional"):
+        mean_interval([[0.5]])
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        mean_interval([0.5], confidence=1.0)
 
 
 # --------------------------------------------------------------------------- bootstrap

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.hang_guard import hang_limit
 
 CHROMIUM = Path(os.environ.get("EDCT_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
@@ -47,7 +48,8 @@ def browser_fixture() -> Iterator[object]:
         pytest.skip("playwright is not installed")
     path = chromium_path()
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(path), args=CHROMIUM_ARGS)
+        launch_ms = hang_limit(30) * 1000  # Playwright's 30 s, as a hang guard
+        browser = p.chromium.launch(executable_path=str(path), args=CHROMIUM_ARGS, timeout=launch_ms)
         try:
             yield browser
         finally:
@@ -58,9 +60,13 @@ def watched_page(browser: object, width: int, height: int) -> Iterator[object]:
     """A fresh page that records page errors, requests and dialogs (dismissed) on itself.
 
     ``bypass_csp``: Playwright's waits evaluate strings, which the pages' CSP forbids; without the
-    CSP the hostile-text tests also show that the escaping alone keeps model text inert.
+    CSP the hostile-text tests also show that the escaping alone keeps model text inert. Every wait,
+    action and navigation has Playwright's 30 s as a hang guard (``support.hang_guard``): a busy
+    machine renders slowly, but it renders.
     """
     context = browser.new_context(viewport={"width": width, "height": height}, bypass_csp=True)  # type: ignore[attr-defined]
+    context.set_default_timeout(hang_limit(30) * 1000)
+    context.set_default_navigation_timeout(hang_limit(30) * 1000)
     page = context.new_page()
     page.errors, page.requests, page.dialogs = [], [], []
     page.on("pageerror", lambda exc: page.errors.append(str(exc)))

@@ -18,6 +18,7 @@ from edct_task.core.records import (
     BinaryScore,
     ChainStep,
     ConceptsRecord,
+    ControlRecord,
     EditAttempt,
     EditInstruction,
     EditTargetRecord,
@@ -51,6 +52,10 @@ CHAIN = tuple(
     for j in (1, 2)
 )
 GATE = GateParams()
+EDIT_TARGET = EditTargetRecord(
+    edit_type="MODIFY", target="cue", source="llm", raw='{"type": "MODIFY", "target": "cue"}'
+)
+"""Every edit's target, with the edit parser's reply it was read from."""
 
 
 def _check(passed: bool) -> EditCheck:
@@ -82,12 +87,12 @@ def _step(sid: str, j: int, *, verified: bool, ac: int = 1, ef: int = 1, grade: 
             )
             for a in (0, 1)
         )
-        return ChainStep(index=j, instruction=CHAIN[j - 1], attempts=attempts)
+        return ChainStep(index=j, instruction=CHAIN[j - 1], edit_target=EDIT_TARGET, attempts=attempts)
     image = ref(f"{sid}-e{j}-0")
     return ChainStep(
         index=j,
         instruction=CHAIN[j - 1],
-        edit_target=EditTargetRecord(edit_type="MODIFY", target="cue", source="llm"),
+        edit_target=EDIT_TARGET,
         attempts=(EditAttempt(attempt=0, seed=1000 * j, image=image, check=_check(True)),),
         verified=True,
         image=image,
@@ -193,23 +198,89 @@ def write_edct_run(
     judge: str = "calibration-rules",
     seed: int = 0,
     resamples: int = 2000,
+    controls: list[ControlRecord] | None = None,
+    bar: float = 0.8,
 ) -> dict:
-    """An ``edct run`` output folder; returns its results.json."""
+    """An ``edct run`` output folder; returns its results.json. ``controls``: the known-answer
+    controls' records, written to controls.jsonl and summarised in results.json (None: a run made
+    before controls, with neither)."""
+    from edct_task.scoring.controls import summarise_controls
+
+    setup = run_config(target, judge=judge, seed=seed)
+    if controls is None:  # a run made before controls: its protocol has no controls settings either
+        setup["protocol"] = {
+            k: v for k, v in setup["protocol"].items() if k not in ("controls", "control_bar")
+        }
+    else:
+        setup["protocol"]["control_bar"] = bar
+
     folder.mkdir(parents=True, exist_ok=True)
     target = target or {"backend": "calibration-reference", "behavior": "faithful"}
     log = RunLog(
         created="2026-12-01T08:00:00+00:00",
         versions={"edct-bench": "0.1.0"},
         prompt_versions=prompts.prompt_versions(),
-        config=RunSetup(**run_config(target, judge=judge, seed=seed), bootstrap_resamples=resamples),
+        config=RunSetup(**setup, bootstrap_resamples=resamples),
         results=summarise(recs, seed=seed, n_resamples=resamples),
         judge_agreement=None,
         judge_health=judge_health(recs),
+        controls=None
+        if controls is None
+        else summarise_controls(controls, bar=bar, requested=setup["protocol"]["controls"]),
         usage={},
         calls={},
         wall_seconds=1.0,
     )
     results = log.model_dump(mode="json")
-    (folder / "results.json").write_text(log.to_json())
+    if controls is None:  # written by the edct-bench of that time: run log version 1, no controls keys
+        results["schema_version"] = 1
+        results["config"]["protocol"] = setup["protocol"]
+    (folder / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (folder / "samples.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in recs))
+    if controls is not None:
+        (folder / "controls.jsonl").write_text("".join(c.model_dump_json() + "\n" for c in controls))
     return results
+
+
+def control_records(correct: int, recs: list[SampleRecord] | None = None) -> list[ControlRecord]:
+    """The records of every known-answer control a run of ``recs`` draws (``controls.draw`` over
+    their domains, as ``edct run`` does), graded from real replies: every role answers right, but
+    the binary judge only on its first ``correct`` controls (the rest get the opposite verdict)."""
+    import json
+
+    from edct_task.controls import control_domains, draw
+    from edct_task.engine.controls import (
+        ConceptsControl,
+        EditParseControl,
+        JudgeControl,
+        control_requests,
+        grade_control,
+    )
+    from model_adapters.contracts import Completion
+
+    cfg = calibration_config().protocol
+    domains = control_domains([r.sample.domain for r in recs or records(0.5, n=2)], False)
+    out: list[ControlRecord] = []
+    judged = 0
+    for item in draw(domains, cfg.controls, seed=cfg.seed, k=cfg.k):
+        body = item.body
+        requests = control_requests(item, cfg)
+        replies = []
+        for request in requests:
+            if isinstance(body, JudgeControl) and request.template.startswith("judge_binary"):
+                ac, ef = (body.ac, body.ef) if judged < correct else (1 - body.ac, 1 - body.ef)
+                judged += 1
+                text = (
+                    "AC_REASON: The new answer fits the edited scene.\nEF_REASON: The explanation "
+                    f"rests on what the edits left.\nFINAL SCORES\nAC: {ac}\nEF: {ef}\nCCS: {ac * ef}"
+                )
+            elif isinstance(body, JudgeControl):
+                text = f"REASON: The answer and the explanation follow the edits.\nSCORE: {body.level}"
+            elif isinstance(body, ConceptsControl):
+                text = json.dumps([" ".join(words) for words in body.concepts])
+            else:
+                assert isinstance(body, EditParseControl)
+                text = json.dumps({"type": body.edit_type, "target": " ".join(body.target)})
+            replies.append(Completion(text, finish_reason="stop"))
+        out += grade_control(item, requests, replies, cfg)
+    return out

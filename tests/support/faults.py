@@ -41,13 +41,14 @@ class FlakyJudge(RuleBasedLLM):
 class SurrogateTarget(ReferenceVLM):
     def __init__(self, behavior: str, rate: float, seed: int) -> None:
         super().__init__(behavior)
-        self.rate, self.seed = rate, seed
+        # the faults' own seed: ReferenceVLM.seed is the mixed behaviour's run seed
+        self.rate, self.fault_seed = rate, seed
 
     def generate(self, conversations: Any, params: Any) -> list[Any]:
         out = super().generate(conversations, params)
         for i, conversation in enumerate(conversations):
             question = next((m.text for m in conversation if m.role == "user"), "")
-            if faulty(question, self.rate, self.seed) and isinstance(out[i], Completion):
+            if faulty(question, self.rate, self.fault_seed) and isinstance(out[i], Completion):
                 out[i] = Completion(out[i].text + "\ud800")
         return out
 
@@ -58,13 +59,22 @@ def surrogate_question(question: str, rate: float, seed: int) -> bool:
 
 
 if __name__ == "__main__":
+    from pathlib import Path
+
     from edct_task.cli.main import main
 
-    roles.REGISTRY["target"]["surrogate-target"] = lambda o: SurrogateTarget(
-        str(o.get("behavior", "faithful")), float(o.get("rate", 0.1)), int(o.get("seed", 0))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: tests/ for support
+    from support.backends import stand_in
+
+    roles.REGISTRY["target"]["surrogate-target"] = stand_in(
+        "target",
+        "surrogate-target",
+        lambda o: SurrogateTarget(
+            str(o.get("behavior", "faithful")), float(o.get("rate", 0.1)), int(o.get("seed", 0))
+        ),
     )
-    roles.REGISTRY["text"]["flaky-judge"] = lambda o: FlakyJudge(
-        float(o.get("rate", 0.1)), int(o.get("seed", 0))
+    roles.REGISTRY["text"]["flaky-judge"] = stand_in(
+        "text", "flaky-judge", lambda o: FlakyJudge(float(o.get("rate", 0.1)), int(o.get("seed", 0)))
     )
 
     sys.exit(main(sys.argv[1:]))

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from support.hang_guard import hang_limit
+
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 BUILD_TINY = REPO / "tests" / "support" / "tiny_qwen3_vl.py"
@@ -30,8 +32,9 @@ def offline_env(work_dir: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def run_cli(args: list[str], env: dict[str, str], timeout: int = 240) -> subprocess.CompletedProcess:
-    proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout)
+def run_cli(args: list[str], env: dict[str, str], timeout: float = 240) -> subprocess.CompletedProcess:
+    """Run ``args`` to success; ``timeout`` is a hang guard's nominal seconds (``hang_limit``)."""
+    proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=hang_limit(timeout))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
 

@@ -60,6 +60,9 @@ from model_adapters.errors import BackendError, BadInput, EditRefused
 from model_adapters.openai_images import retired_image_models
 
 CHAT_FAULTS = ("rate_limited", "server_error", "timeout", "malformed", "dropped")
+UNTIL_CLOSED = 3600.0
+"""A stall (``FaultPlan.stall_s``) that ends only when the server closes: longer than any client
+timeout, whatever the machine's load, and it costs the test nothing (the server ends it on exit)."""
 
 
 @dataclass
@@ -71,7 +74,9 @@ class FaultPlan:
     """Value of Retry-After on 429 (seconds); ``retry-after-ms: 1`` is sent as well unless None."""
     retry_after_ms: str | None = "1"
     stall_s: float = 1.0
-    """How long a ``timeout`` fault stalls before answering (more than the client's timeout)."""
+    """How long a ``timeout`` fault stalls before answering (more than the client's timeout); a
+    stall ends without an answer when the server closes (``UNTIL_CLOSED``: the client's timeout
+    fires first whatever the machine's load)."""
     seen: Counter = field(default_factory=Counter)
     injected: Counter = field(default_factory=Counter)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -228,6 +233,8 @@ class Loopback(ThreadingHTTPServer):
         self.headers_seen: list[dict[str, str]] = []
         self.bfl_jobs: dict[str, dict[str, Any]] = {}
         self.lock = threading.Lock()
+        self.closing = threading.Event()
+        """Set as the server closes: a stalled reply ends then."""
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     @property
@@ -239,6 +246,7 @@ class Loopback(ThreadingHTTPServer):
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.closing.set()
         self.shutdown()
         self.server_close()
 
@@ -313,8 +321,10 @@ class _Handler(BaseHTTPRequestHandler):
         elif kind == "server_error":
             self._json(500, {"error": {"message": "internal server error"}})
         elif kind == "timeout":
-            time.sleep(plan.stall_s)
-            self._json(504, {"error": {"message": "too late"}})
+            if self.server.closing.wait(plan.stall_s):
+                self.close_connection = True  # the server closes: the stall ends unanswered
+            else:
+                self._json(504, {"error": {"message": "too late"}})
         elif kind == "malformed":
             self._send(200, b'{"id": "chatcmpl-x", "choices": [{"mess')
         elif kind == "dropped":
@@ -537,7 +547,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(502, {"detail": "Bad gateway"})
             return
         if server.bfl_accept_then == "read_timeout":
-            time.sleep(server.faults.stall_s)
+            server.closing.wait(server.faults.stall_s)
+            self.close_connection = True
             return
         polling_url = f"{server.url}/eu2/v1/get_result?id={job}"
         self._json(200, {"id": job, "polling_url": polling_url, "cost": server.bfl_cost})

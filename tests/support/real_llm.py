@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from support.hang_guard import hang_limit
 from support.vllm_server import REPO, Served, server_env, start_edct_serve
 
 CORPUS = Path(__file__).resolve().parents[1] / "real_llm" / "data" / "real_llm_replies.yaml"
@@ -60,7 +61,7 @@ def hf_folder(model: Model, python: Path, out: Path) -> Converted:
         env=server_env(),
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=hang_limit(600),
     )
     if done.returncode != 0:
         raise RuntimeError(f"gguf_to_hf.py {model.package} failed: {done.stderr[-2000:]}")
@@ -82,6 +83,8 @@ class Prompt:
     text: str
     k: int | None = None
     n: int | None = None
+    context: dict[str, Any] | None = None
+    """The texts the evidence rules compare the reply with (``support.reply_corpus``)."""
 
 
 def calibration_prompts(n: int, tmp: Path) -> list[Prompt]:
@@ -107,6 +110,7 @@ def calibration_prompts(n: int, tmp: Path) -> list[Prompt]:
                 "extract_concepts",
                 prompts.render("extract_concepts", **common, k=2),
                 k=2,
+                context=dict(common),
             )
         )
         listed = "\n".join(f"{i}. {c}" for i, c in enumerate(concepts, 1))
@@ -117,6 +121,7 @@ def calibration_prompts(n: int, tmp: Path) -> list[Prompt]:
                 "edit_instructions",
                 prompts.render("edit_instructions", **common, concepts=listed, n=len(concepts)),
                 n=len(concepts),
+                context={"concepts": concepts},
             )
         )
         step = r.steps[0]
@@ -126,6 +131,7 @@ def calibration_prompts(n: int, tmp: Path) -> list[Prompt]:
                 "edit_target",
                 "edit_parse",
                 prompts.render("edit_parse", instruction=step.instruction.as_text()),
+                context={"instruction": step.instruction.as_text()},
             )
         )
         if step.requery is not None:
@@ -151,9 +157,9 @@ def ask(url: str, model: str, prompts_: list[Prompt], structured: str) -> list[d
     from model_adapters.contracts import GenerationParams
     from model_adapters.openai_chat import OpenAIText, client_from_options
 
-    client = client_from_options(
-        {"model": model, "base_url": url, "structured": structured, "timeout_s": 600.0, "max_retries": 0}
-    )
+    options = {"model": model, "base_url": url, "structured": structured, "max_retries": 0}
+    # a hang guard (no retries: a reply that timed out would be missing from the corpus)
+    client = client_from_options({**options, "timeout_s": hang_limit(600.0)})
     backend = OpenAIText(client)
 
     def one(p: Prompt) -> dict[str, Any]:
@@ -170,6 +176,8 @@ def ask(url: str, model: str, prompts_: list[Prompt], structured: str) -> list[d
             entry["n"] = p.n
         entry["finish_reason"] = reply.finish_reason or "stop"
         entry["reply"] = reply.text
+        if p.context is not None:
+            entry["context"] = p.context
         return entry
 
     try:

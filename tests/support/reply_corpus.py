@@ -5,6 +5,12 @@
 *wrongly scored* (a reply that must be unscored was given a value). It works with the current
 ``edct_task.parsing`` and with an older one that takes no ``finish_reason`` (which then never
 sees it, as the old engine never did).
+
+A parsed value then goes through the rules of ``edct_task.evidence``, as the engine sends it
+(``evidence=False``: the engine before those rules), with the texts the entry's ``context`` gives:
+``question``/``answer``/``explanation`` for concepts, ``concepts`` (the listed concepts, in order)
+for instructions, ``instruction`` for an edit target; a graded verdict needs none (its rubric is
+the template's). An entry without the context a rule needs is not checked by that rule.
 """
 
 from __future__ import annotations
@@ -67,8 +73,31 @@ def _matches(kind: str, expected: Any, got: Any) -> bool:
     return expected == got
 
 
-def parse(parsing: ModuleType, entry: dict[str, Any]) -> Any:
-    """One corpus entry through ``parsing``: the value, or ``{"unscored": kind, "reason": ...}``."""
+def not_evidence(entry: dict[str, Any], value: Any) -> Any:
+    """The ``edct_task.evidence`` rule that a parsed value breaks, given the entry's context, or None."""
+    from edct_task import evidence
+
+    kind, context = entry["kind"], entry.get("context") or {}
+    if kind == "concepts" and "explanation" in context:
+        return evidence.check_concepts(
+            list(value),
+            question=context.get("question", ""),
+            answer=context.get("answer", ""),
+            explanation=context["explanation"],
+        )
+    if kind == "instructions" and "concepts" in context:
+        pairs = zip([edit.change for edit in value], context["concepts"], strict=False)
+        return evidence.check_instructions(list(pairs))
+    if kind == "edit_target" and "instruction" in context:
+        return evidence.check_edit_target(value.target, context["instruction"])
+    if kind == "graded":
+        return evidence.check_graded(value.score, getattr(value, "reason", ""))
+    return None
+
+
+def parse(parsing: ModuleType, entry: dict[str, Any], *, evidence: bool = True) -> Any:
+    """One corpus entry through ``parsing`` (and the evidence rules): the value, or
+    ``{"unscored": kind, "reason": ...}``."""
     kind, reply, finish = entry["kind"], entry["reply"], entry.get("finish_reason")
     if kind == "concepts":
         result = _call(parsing.parse_concepts, reply, finish, entry["k"])
@@ -82,13 +111,18 @@ def parse(parsing: ModuleType, entry: dict[str, Any]) -> Any:
         result = _call(parsing.parse_graded_judgement, reply, finish)
     if isinstance(result, parsing.Unparsed):
         return {"unscored": getattr(result, "kind", "unscored"), "reason": result.reason}
+    found = not_evidence(entry, result.value) if evidence else None
+    if found is not None:
+        return {"unscored": found.kind, "reason": found.reason}
     return _value(kind, result.value)
 
 
-def evaluate(parsing: ModuleType, entries: list[dict[str, Any]] | None = None) -> list[Outcome]:
+def evaluate(
+    parsing: ModuleType, entries: list[dict[str, Any]] | None = None, *, evidence: bool = True
+) -> list[Outcome]:
     out = []
     for entry in entries if entries is not None else load():
-        got = parse(parsing, entry)
+        got = parse(parsing, entry, evidence=evidence)
         expected = entry["expect"]
         want_unscored = isinstance(expected, dict) and "unscored" in expected
         got_unscored = isinstance(got, dict) and "unscored" in got

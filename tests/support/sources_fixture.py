@@ -50,8 +50,27 @@ class Sources:
     threedsr_table: Path
     threedsr_images: Path
 
-    def kwargs(self) -> dict[str, Path]:
-        return dict(self.__dict__)
+    def kwargs(self, **override: Path | None) -> dict[str, dict[str, dict[str, Path]]]:
+        """``BuildRequest``'s ``inputs=`` for these files (a field named in ``override`` replaced;
+        None leaves that input out)."""
+        values = {**self.__dict__, **override}
+        inputs: dict[str, dict[str, Path]] = {}
+        for name, (domain, key) in INPUT_OF.items():
+            if values[name] is not None:
+                inputs.setdefault(domain, {})[key] = values[name]
+        return {"inputs": inputs}
+
+
+INPUT_OF = {
+    "okvqa_questions": ("okvqa", "questions"),
+    "okvqa_annotations": ("okvqa", "annotations"),
+    "coco_images": ("okvqa", "images"),
+    "drivelm_json": ("drivelm", "qa"),
+    "nuscenes_root": ("drivelm", "nuscenes_root"),
+    "threedsr_table": ("3dsr", "table"),
+    "threedsr_images": ("3dsr", "images"),
+}
+"""Each ``Sources`` field's domain and ``Input.name`` (the domains' records)."""
 
 
 # OK-VQA: 5 questions; 3 eligible, 1 yes/no, 1 without annotation.

@@ -5,6 +5,7 @@
     b  lmms-eval --model qwen3_vl        (lmms-eval's own agentic loop)
     c  a real vLLM server (``edct serve``) behind an ``openai-chat`` target (edct run --config)
     d  lmms-eval --model vllm            (vLLM inside the lmms-eval process; the vLLM environment)
+    i  inspect eval edct/edct_calibration (Inspect's ``openai-api`` provider on the server of (c))
     n  negative control: (a) with every re-query sent the ORIGINAL picture
 
 ``out/lmms`` (lmms-eval sample logs) or ``out/run`` (runner folder) hold the records
@@ -19,7 +20,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,8 @@ def env_for(work: Path) -> dict[str, str]:
 
 
 def _run(cmd: list[str], env: dict[str, str], log: Path) -> float:
+    """Run ``cmd`` to success; its wall time, for ``benchmarks/tiny_vlm_runtimes.py`` (the tests
+    never look at it)."""
     started = time.perf_counter()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=REPO)
     log.write_text(done.stdout + "\n--- stderr ---\n" + done.stderr)
@@ -116,28 +120,43 @@ def runtime_b(folder: Path, out: Path, limit: int, **_: Any) -> float:
     return _run(cmd, env_for(out), out / "log.txt")
 
 
-def runtime_c(folder: Path, out: Path, limit: int, *, vllm_python: Path, **_: Any) -> float:
+@contextmanager
+def vllm_serving(folder: Path, log: Path, vllm_python: Path, served: Any = None) -> Iterator[Any]:
+    """``served`` (a running ``edct serve`` of ``folder``, shared by the runtimes that need one), or
+    a server started here and stopped after."""
     from support.vllm_server import start_edct_serve
+
+    if served is not None:
+        yield served
+        return
+    own = start_edct_serve(vllm_python, folder, log, name="tiny-vlm")
+    try:
+        yield own
+    finally:
+        own.stop()
+
+
+def runtime_c(
+    folder: Path, out: Path, limit: int, *, vllm_python: Path, served: Any = None, **_: Any
+) -> float:
+    from support.hang_guard import hang_limit
 
     from edct_task.config import calibration_config
 
-    served = start_edct_serve(vllm_python, folder, out / "vllm-server.log", name="tiny-vlm")
-    try:
+    with vllm_serving(folder, out / "vllm-server.log", vllm_python, served) as server:
         raw = calibration_config("faithful", n=limit, output_dir=out / "run").model_dump(mode="json")
         raw["progress"] = False
         raw["protocol"]["max_new_tokens"] = MAX_NEW_TOKENS
         raw["roles"]["target"] = {
             "backend": "openai-chat",
-            "model": served.model,
-            "base_url": served.url,
-            "timeout_s": 300,
+            "model": server.model,
+            "base_url": server.url,
+            "timeout_s": hang_limit(300),  # a hang guard: a timed-out reply would be retried
         }
         (out / "config.yaml").write_text(json.dumps(raw))
         cmd = [sys.executable, "-m", "edct_task.cli.main", "run", "--config", str(out / "config.yaml")]
         cmd += ["--no-progress"]
         return _run(cmd, env_for(out), out / "log.txt")
-    finally:
-        served.stop()
 
 
 def runtime_d(folder: Path, out: Path, limit: int, *, vllm_python: Path, **_: Any) -> float:
@@ -153,11 +172,25 @@ def runtime_d(folder: Path, out: Path, limit: int, *, vllm_python: Path, **_: An
     return _run(cmd, env, out / "log.txt")
 
 
+def runtime_i(
+    folder: Path, out: Path, limit: int, *, vllm_python: Path, served: Any = None, **_: Any
+) -> float:
+    with vllm_serving(folder, out / "vllm-server.log", vllm_python, served) as server:
+        cmd = [sys.executable, "-m", "inspect_ai", "eval", "edct/edct_calibration"]
+        cmd += ["--model", f"openai-api/tinyvlm/{server.model}", "--limit", str(limit)]
+        cmd += ["--max-tokens", str(MAX_NEW_TOKENS), "--temperature", "0", "--display", "plain"]
+        cmd += ["--log-dir", str(out / "inspect-logs"), "-T", f"output_dir={out / 'run'}"]
+        cmd += ["-T", f"work_dir={out / 'work'}"]
+        env = {**env_for(out), "TINYVLM_BASE_URL": server.url, "TINYVLM_API_KEY": "EMPTY"}
+        return _run(cmd, env, out / "log.txt")
+
+
 RUNTIMES: dict[str, Callable[..., float]] = {
     "a": runtime_a,
     "b": runtime_b,
     "c": runtime_c,
     "d": runtime_d,
+    "i": runtime_i,
     "n": runtime_n,
 }
 

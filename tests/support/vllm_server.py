@@ -20,6 +20,7 @@ from pathlib import Path
 
 import httpx
 import psutil
+from support.hang_guard import finish, hang_limit, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -27,6 +28,7 @@ CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 BUILD_TINY = REPO / "tests" / "support" / "tiny_qwen3_vl.py"
 SERVED_NAME = "tiny-qwen3-vl"
 START_TIMEOUT_S = 600
+"""A hang guard's nominal seconds (``hang_limit``) for ``edct serve`` to print its roles block."""
 CPU_ARGS = ["--dtype", "float32", "--enforce-eager", "--max-model-len", "4096"]
 """What the CPU build needs beyond the target recipe (the tiny model's context is 4096)."""
 
@@ -76,15 +78,14 @@ class Served:
         return self.processes
 
     def stop(self) -> list[int]:
-        """SIGTERM to ``edct serve``; the pids of the server's processes still alive after it."""
+        """SIGTERM to ``edct serve``; the pids of the server's processes still alive after it (given
+        a hang guard's while to finish dying: a busy machine tears down a big process slowly)."""
         self.snapshot()
         if self.serve.poll() is None:
             self.serve.send_signal(signal.SIGTERM)
-            try:
-                self.serve.communicate(timeout=120)
-            except subprocess.TimeoutExpired:
-                self.serve.kill()
-                self.serve.communicate()
+            with contextlib.suppress(subprocess.TimeoutExpired):  # killed, then reported by returncode
+                finish(self.serve, 120)
+        wait_for(lambda: not any(_alive(pid) for pid in self.processes), 5, every=0.2)
         left = [pid for pid in sorted(self.processes) if _alive(pid)]
         if left:  # leave nothing behind for the next test run, then report
             with contextlib.suppress(ProcessLookupError):
@@ -119,7 +120,7 @@ def start_edct_serve(
 
     threading.Thread(target=pump, daemon=True).start()
     printed: list[str] = []
-    deadline = started + START_TIMEOUT_S
+    deadline = started + hang_limit(START_TIMEOUT_S)
     while not (printed and printed[-1].startswith("    base_url:")):
         try:
             line = lines.get(timeout=max(1.0, deadline - time.monotonic()))
@@ -127,7 +128,7 @@ def start_edct_serve(
             line = None
         if line is None:
             serve.send_signal(signal.SIGTERM)
-            _, err = serve.communicate(timeout=120)
+            _, err = finish(serve, 120)
             log_tail = log.read_text(errors="replace")[-4000:] if log.exists() else ""
             raise RuntimeError(f"edct serve did not come up: {err[-2000:]}\n{log_tail}")
         printed.append(line)
@@ -151,7 +152,10 @@ def run_group(
     cmd: list[str], env: dict[str, str], timeout: float = 900, grace_s: float = 20.0
 ) -> subprocess.CompletedProcess:
     """Run ``cmd`` in a process group of its own; fail if any process of that group is still alive
-    ``grace_s`` after it exited (vLLM's engine processes shut down just after their parent)."""
+    ``grace_s`` after it exited (vLLM's engine processes shut down just after their parent).
+    Both are a hang guard's nominal seconds (``hang_limit``): a process that does go, however
+    slowly a busy machine lets it, passes."""
+    grace_s = hang_limit(grace_s)
     proc = subprocess.Popen(
         cmd,
         env=env,
@@ -162,7 +166,7 @@ def run_group(
         start_new_session=True,
     )
     try:
-        out, err = proc.communicate(timeout=timeout)
+        out, err = finish(proc, timeout)
     finally:
         deadline = time.monotonic() + grace_s
         while (group := _group(proc.pid)) and time.monotonic() < deadline:
@@ -200,7 +204,7 @@ FAILED_MARK = "LMMS_EVAL_REQUEST_FAILED"  # what lmms-eval's openai model answer
 
 def finished_requests(server) -> float:
     """vLLM's own count of finished requests (its Prometheus /metrics)."""
-    text = httpx.get(server.url.removesuffix("/v1") + "/metrics", timeout=30).text
+    text = httpx.get(server.url.removesuffix("/v1") + "/metrics", timeout=hang_limit(30)).text
     return sum(
         float(line.rsplit(" ", 1)[1])
         for line in text.splitlines()

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import skimage.data
 from PIL import Image
+from support.backends import build
 
 import verification
 from edct_task.core.errors import ConfigError
@@ -22,7 +23,7 @@ from verification.cascade_detector import CascadeDetector, cascade_for_target
 from verification.check import check_edit
 from verification.detect_and_segment import DetectAndSegment, FixedBoxDetector
 from verification.detection import Detections, Detector, finalize_detections, normalize_target
-from verification.factories import FACTORIES, build_detector, build_segmenter
+from verification.factories import build_detector, build_segmenter
 from verification.localization import MaskProvider
 from verification.segmentation import BoxSegmenter, GrabCutSegmenter, Segmenter
 
@@ -268,7 +269,7 @@ def test_detect_and_segment_checks_the_segmenter(astronaut):
 
 
 def test_cascade_grabcut_gate_verifies_a_face_edit(astronaut, tmp_path):
-    provider = FACTORIES["detector"]["opencv-cascade"]({})
+    provider = build("detector", "opencv-cascade", {})
     assert provider.name == "opencv-cascade+grabcut"
     orig = np.asarray(astronaut)
     face = provider.locate(astronaut, "face").mask
@@ -292,7 +293,7 @@ def test_cascade_grabcut_gate_verifies_a_face_edit(astronaut, tmp_path):
 
 
 def test_cascade_miss_is_a_target_not_found_verdict(astronaut):
-    provider = FACTORIES["detector"]["opencv-cascade"]({"segmenter": "box"})
+    provider = build("detector", "opencv-cascade", {"segmenter": "box"})
     chk = check_edit(astronaut, astronaut, edit_type="REMOVE", target="the flag", locator=provider)
     assert chk.verdict == "target_not_found" and "no cascade for 'the flag'" in chk.detail
 
@@ -302,10 +303,11 @@ def test_cascade_miss_is_a_target_not_found_verdict(astronaut):
 
 def test_registered_detector_backends():
     """Each leaf owns its detectors; the composition root merges them with the calibration oracle."""
-    from model_adapters.factories import FACTORIES as ADAPTER_FACTORIES
+    from model_adapters.factories import RECORDS as ADAPTER_RECORDS
+    from verification.factories import RECORDS
 
-    assert set(FACTORIES["detector"]) == {"opencv-cascade", "owlv2", "grounding-dino"}
-    assert set(ADAPTER_FACTORIES["detector"]) == {"moondream"}
+    assert {r.name for r in RECORDS if r.kind == "detector"} == {"opencv-cascade", "owlv2", "grounding-dino"}
+    assert {r.name for r in ADAPTER_RECORDS if r.kind == "detector"} == {"moondream"}
     from edct_task.roles import available_backends
 
     assert {"opencv-cascade", "owlv2", "grounding-dino", "moondream", "calibration-oracle"} <= set(
@@ -314,7 +316,7 @@ def test_registered_detector_backends():
 
 
 def test_segmenter_defaults_and_nesting():
-    cascade = FACTORIES["detector"]["opencv-cascade"]({"min_neighbors": 12, "segmenter": {"backend": "box"}})
+    cascade = build("detector", "opencv-cascade", {"min_neighbors": 12, "segmenter": {"backend": "box"}})
     assert cascade.segmenter.name == "box" and cascade.detector.min_neighbors == 12
     grab = build_segmenter({"backend": "grabcut", "iterations": 2})
     assert isinstance(grab, GrabCutSegmenter) and grab.iterations == 2
@@ -343,10 +345,10 @@ def test_segmenter_defaults_and_nesting():
 def test_bad_options_are_clear_errors(backend, options, match, monkeypatch):
     monkeypatch.delenv("MOONDREAM_API_KEY", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    from edct_task.roles import REGISTRY
+    from edct_task.roles import REGISTRY, build_backend
 
     with pytest.raises(OptionsError, match=match):
-        REGISTRY["detector"][backend](options)
+        build_backend(REGISTRY["detector"][backend], options)
 
 
 def test_build_detector_rejects_unknown_backend():

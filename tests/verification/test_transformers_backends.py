@@ -18,10 +18,12 @@ from PIL import Image
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from support.backends import build  # noqa: E402
+
 from model_adapters.errors import OptionsError  # noqa: E402
 from verification.check import check_edit  # noqa: E402
 from verification.detection import Detections  # noqa: E402
-from verification.factories import FACTORIES, build_detector, build_segmenter  # noqa: E402
+from verification.factories import build_detector, build_segmenter  # noqa: E402
 from verification.sam2_segmenter import Sam2Segmenter  # noqa: E402
 from verification.zero_shot_detector import ZeroShotDetector  # noqa: E402
 
@@ -343,13 +345,15 @@ def test_sam2_keeps_the_best_mask_by_predicted_iou(sam2, image):
 
 
 def test_owlv2_with_sam2_runs_the_gate(owlv2_dir, sam2_dir, image):
-    provider = FACTORIES["detector"]["owlv2"](
+    provider = build(
+        "detector",
+        "owlv2",
         {
             "model": owlv2_dir,
             "threshold": 0.0,
             "max_boxes": 2,
             "segmenter": {"backend": "sam2", "model": sam2_dir},
-        }
+        },
     )
     assert provider.name == "owlv2+sam2"
     identity = provider.identity()
@@ -363,8 +367,8 @@ def test_owlv2_with_sam2_runs_the_gate(owlv2_dir, sam2_dir, image):
 
 
 def test_grounding_dino_default_segmenter_is_the_box(grounding_dino_dir, image):
-    provider = FACTORIES["detector"]["grounding-dino"](
-        {"model": grounding_dino_dir, "threshold": 0.0, "max_boxes": 1}
+    provider = build(
+        "detector", "grounding-dino", {"model": grounding_dino_dir, "threshold": 0.0, "max_boxes": 1}
     )
     loc = provider.locate(image, "face")
     x0, y0, x1, y1 = loc.boxes[0]

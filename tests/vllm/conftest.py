@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.hang_guard import hang_limit
 from support.vllm_server import BUILD_TINY, CI, Served, start_edct_serve, vllm_python
 
 
@@ -44,7 +45,7 @@ def tiny_vl_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         env=env,
         check=True,
         capture_output=True,
-        timeout=300,
+        timeout=hang_limit(300),
     )
     return out
 
@@ -65,7 +66,9 @@ def vllm_server(vllm_env: Path, tiny_vl_dir: Path, tmp_path_factory: pytest.Temp
 def vllm_env_has_lmms(vllm_env: Path) -> Path:
     """The vLLM environment with lmms-eval and edct-bench in it (``make vllm-env`` installs both)."""
     probe = "import lmms_eval, edct_task"
-    done = subprocess.run([str(vllm_env), "-c", probe], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [str(vllm_env), "-c", probe], capture_output=True, text=True, timeout=hang_limit(300)
+    )
     if done.returncode != 0:
         why = f"{vllm_env} lacks lmms-eval/edct-bench (rebuild it with `make vllm-env`): {done.stderr[-300:]}"
         if CI:

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.hang_guard import hang_limit
 from support.vllm_server import (
     LMMS_LIMIT,
     NEW_TOKENS,
@@ -31,7 +32,8 @@ N = 12
 
 
 def _target(server) -> dict:
-    return {"backend": "openai-chat", "model": server.model, "base_url": server.url, "timeout_s": 120}
+    timeout_s = hang_limit(120)  # a hang guard: a timed-out request would be retried, and counted
+    return {"backend": "openai-chat", "model": server.model, "base_url": server.url, "timeout_s": timeout_s}
 
 
 def test_edct_run_with_an_openai_chat_target(vllm_server, tmp_path: Path) -> None:
@@ -82,7 +84,8 @@ def test_lmms_eval_openai_model_through_edct_run(vllm_server, tmp_path: Path) ->
         f"protocol.graded_max_new_tokens={NEW_TOKENS}",
     ]
     cmd += ["--output", str(tmp_path / "run"), "--output_path", str(tmp_path / "lmms")]
-    done = subprocess.run(cmd, env=lmms_env(tmp_path), capture_output=True, text=True, timeout=900)
+    env = lmms_env(tmp_path)
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=hang_limit(900))
     assert done.returncode == 0, done.stderr[-3000:]
     samples = check_lmms_output(tmp_path / "lmms", LMMS_LIMIT)
     asked = sum(2 * (1 + sum(1 for st in sample_record(s)["steps"] if st.get("requery"))) for s in samples)
@@ -95,7 +98,8 @@ def test_lmms_eval_cli_with_its_openai_model(vllm_server, tmp_path: Path) -> Non
     cmd += ["--model_args", f"model_version={vllm_server.model},base_url={vllm_server.url}"]
     cmd += ["--tasks", "edct_calibration", "--limit", str(LMMS_LIMIT), "--log_samples"]
     cmd += ["--gen_kwargs", f"max_new_tokens={NEW_TOKENS}", "--output_path", str(tmp_path / "lmms")]
-    done = subprocess.run(cmd, env=lmms_env(tmp_path), capture_output=True, text=True, timeout=900)
+    env = lmms_env(tmp_path)
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=hang_limit(900))
     assert done.returncode == 0, done.stderr[-3000:]
     samples = check_lmms_output(tmp_path / "lmms", LMMS_LIMIT)
     asked = sum(2 * (1 + sum(1 for st in sample_record(s)["steps"] if st.get("requery"))) for s in samples)

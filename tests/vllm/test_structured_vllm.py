@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.hang_guard import hang_limit
 
 from edct_task import parsing
 from edct_task.reply_schemas import reply_schema
@@ -40,7 +41,7 @@ def _judge(vllm_server, structured: str) -> OpenAIText:
         "model": vllm_server.model,
         "base_url": vllm_server.url,
         "structured": structured,
-        "timeout_s": 300,
+        "timeout_s": hang_limit(300),
     }
     return OpenAIText(client_from_options(options))
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from support.hang_guard import hang_limit
 from support.vllm_server import NEW_TOKENS, finished_requests, start_edct_serve
 
 from edct_task.config import calibration_config, config_from_dict
@@ -50,7 +51,7 @@ def test_one_role_balanced_over_two_real_vllm_servers(
             "model": vllm_server.model,
             "base_urls": [s.url for s in servers],
             "concurrency": 8,
-            "timeout_s": 120,
+            "timeout_s": hang_limit(120),  # a hang guard: a retried request would count twice
         }
         outcome = run(config_from_dict(raw))
         served = [finished_requests(s) - b for s, b in zip(servers, before, strict=True)]

@@ -10,6 +10,7 @@ import httpx
 import numpy as np
 import pytest
 from PIL import Image
+from support.hang_guard import hang_limit
 
 from model_adapters.vllm_serve import recipe
 
@@ -41,7 +42,7 @@ def _prompt_tokens(url: str, model: str, width: int, height: int) -> int:
         "max_tokens": 4,
         "temperature": 0,
     }
-    reply = httpx.post(f"{url}/chat/completions", json=body, timeout=120)
+    reply = httpx.post(f"{url}/chat/completions", json=body, timeout=hang_limit(120))
     assert reply.status_code == 200, reply.text
     data = reply.json()
     assert data["usage"]["completion_tokens"] == 4  # the tiny model never stops early
@@ -60,7 +61,7 @@ def test_edct_serve_started_vllm_with_the_target_recipe(vllm_server) -> None:
     assert "-m vllm.entrypoints.openai.api_server" in command
     assert "--limit-mm-per-prompt" in command and "--mm-processor-kwargs" in command
     assert "--max-model-len 4096" in command and "32768" not in command  # our flag replaced the recipe's
-    models = httpx.get(f"{vllm_server.url}/models", timeout=30).json()
+    models = httpx.get(f"{vllm_server.url}/models", timeout=hang_limit(30)).json()
     assert [m["id"] for m in models["data"]] == [vllm_server.model]
     assert models["data"][0]["max_model_len"] == 4096
     log = vllm_server.log.read_text(errors="replace")

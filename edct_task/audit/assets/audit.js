@@ -8,6 +8,9 @@
   "use strict";
 
   var data = JSON.parse(document.getElementById("edct-data").textContent);
+  // the per-sample scores shown (key, label): the score rows of the metric table, sent by the report
+  var SCORES = data.scores || [];
+  function scoreClass(key) { return key.replace(/_/g, "-"); }
   var app = document.getElementById("app");
 
   // h("div", {className: "x", href: "..."}, child, "text", [children]) -> Element
@@ -97,11 +100,10 @@
     {key: "domain", label: "domain", sortable: true},
     {key: "status", label: "status", sortable: true},
     {key: "reason", label: "exclusion / reason", sortable: true},
-    {key: "ccs_binary", label: "CCS binary", sortable: true, numeric: true},
-    {key: "ccs_graded", label: "CCS graded", sortable: true, numeric: true},
+  ].concat(SCORES.map(function (m) { return {key: m.key, label: m.label, sortable: true, numeric: true}; }), [
     {key: "acef", label: "AC / EF per step", sortable: false},
     {key: "question", label: "question", sortable: true},
-  ];
+  ]);
 
   function distinct(rows, key) {
     var seen = {};
@@ -172,9 +174,9 @@
     var summary = h("div", {className: "summary"},
       h("span", null, h("strong", null, String(rows.length)), " samples"),
       Object.keys(counts).sort().map(function (k) { return h("span", null, badge(k, k), " ", String(counts[k])); }),
-      ["ccs_binary", "ccs_graded"].filter(function (k) { return metrics[k] && typeof metrics[k].estimate === "number"; }).map(function (k) {
-        var m = metrics[k];
-        return h("span", {className: "metric"}, k.replace("_", " ") + " ", h("strong", null, num(m.estimate)),
+      SCORES.filter(function (c) { return metrics[c.key] && typeof metrics[c.key].estimate === "number"; }).map(function (c) {
+        var m = metrics[c.key];
+        return h("span", {className: "metric"}, c.label + " ", h("strong", null, num(m.estimate)),
           typeof m.low === "number" ? " [" + num(m.low) + ", " + num(m.high) + "]" : "");
       }));
 
@@ -214,8 +216,7 @@
         h("td", null, r.domain),
         h("td", null, badge(r.status, r.status)),
         h("td", {className: "reason"}, h("div", {className: "clip"}, r.reason || "")),
-        h("td", {className: "num ccs-binary"}, num(r.ccs_binary)),
-        h("td", {className: "num ccs-graded"}, num(r.ccs_graded)),
+        SCORES.map(function (c) { return h("td", {className: "num " + scoreClass(c.key)}, num(r[c.key])); }),
         h("td", {className: "steps-cell"}, steps.length ? steps : "—"),
         h("td", {className: "question"}, h("div", {className: "clip"}, r.question)));
     }
@@ -379,8 +380,9 @@
       h("h1", {id: "sample-id"}, s.id),
       h("div", {className: "head-badges"},
         badge(s.domain), badge(s.status, s.status),
-        h("span", null, "CCS binary ", h("strong", {id: "ccs-binary"}, num(s.ccs_binary))),
-        h("span", null, "CCS graded ", h("strong", {id: "ccs-graded"}, num(s.ccs_graded)))),
+        SCORES.map(function (c) {
+          return h("span", null, c.label + " ", h("strong", {id: scoreClass(c.key)}, num(s[c.key])));
+        })),
       s.reason ? h("p", {className: "text", id: "reason"}, s.reason) : null));
 
     var strip = [picture(s.original, "original", prefix)];
