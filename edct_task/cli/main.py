@@ -41,8 +41,8 @@ from typing import NoReturn
 
 from edct_task.core.errors import UserError
 from edct_task.core.exit import exit_promptly
-from edct_task.core.interrupt import EXIT_INTERRUPTED, two_step_interrupts
-from edct_task.engine.storage import StorageError
+from edct_task.core.interrupt import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, two_step_interrupts
+from edct_task.engine.storage import StorageError, storage_error
 from model_adapters.errors import ProviderStop
 
 COMMANDS = (
@@ -117,17 +117,20 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:  # every user error: one line, exit 2 (edct_task.core.errors)
         print(f"edct: {exc.line()}", file=sys.stderr)
         return 2
-    except StorageError as exc:
-        print(exc.advice(), file=sys.stderr)
+    except (StorageError, OSError) as exc:  # a full or read-only disk, whichever command wrote
+        full = storage_error(exc)
+        if full is None:
+            raise
+        print(full.advice(), file=sys.stderr)
         return 1
     except ProviderStop as exc:  # no credits, quota exhausted, max_cost_usd reached: exit 3
         print(exc.line(), file=sys.stderr)
         return 3
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
         print(
             "edct: interrupted; finished calls are cached, rerun the same command to resume", file=sys.stderr
         )
-        return EXIT_INTERRUPTED
+        return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
 
 
 def quiet_loguru(verbose: bool) -> None:

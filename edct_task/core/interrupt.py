@@ -7,6 +7,10 @@ then interrupted that join, leaving the other pools' worker threads (not daemons
 interpreter's exit, which joins them (``threading._shutdown``): the process waited in ``futex``
 for calls nobody would use, and a third Ctrl-C died in ``threading`` with a traceback.
 
+SIGTERM (a scheduler's or a supervisor's stop) ended the process outright: a sweep's ``edct run``
+jobs and a run's lmms-eval export child went on as orphans. It now unwinds like a Ctrl-C
+(:class:`Terminated`), so every executor and child process is closed on the way out (exit 143).
+
 Now the first Ctrl-C prints ``edct: stopping: …`` and raises ``KeyboardInterrupt`` as Python
 does; the dispatcher cancels the queued calls and waits only for those in flight, whose results
 are committed to the stage cache (``Dispatcher.close``). A second Ctrl-C ends the process at once
@@ -27,6 +31,13 @@ from types import FrameType
 
 EXIT_INTERRUPTED = 130
 """The exit code of a command stopped by Ctrl-C (128 + SIGINT), as a shell reports it."""
+EXIT_TERMINATED = 143
+"""The exit code of a command stopped by SIGTERM (128 + SIGTERM)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: unwinds as a Ctrl-C does (what handles one handles both), exit 143."""
+
 
 STOPPING = (
     "edct: stopping: no new work starts; what is in flight finishes and is kept "
@@ -37,28 +48,31 @@ QUITTING = "edct: quitting at once; finished calls are cached, rerun the same co
 
 @contextmanager
 def two_step_interrupts() -> Iterator[None]:
-    """Within the block, the first SIGINT prints :data:`STOPPING` and raises ``KeyboardInterrupt``;
-    the second prints :data:`QUITTING` and exits with :data:`EXIT_INTERRUPTED` at once. Outside
-    the main thread (where no signal handler can be set) the block runs unchanged."""
+    """Within the block, the first SIGINT prints :data:`STOPPING` and raises ``KeyboardInterrupt``
+    (SIGTERM: :class:`Terminated`); the second signal prints :data:`QUITTING` and exits at once
+    (130, or 143 after a SIGTERM). Outside the main thread (where no signal handler can be set)
+    the block runs unchanged."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     presses = 0
 
-    def on_sigint(_signum: int, _frame: FrameType | None) -> None:
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
         nonlocal presses
         presses += 1
+        terminated = signum == signal.SIGTERM
         if presses == 1:
             _say(STOPPING)
-            raise KeyboardInterrupt
+            raise Terminated if terminated else KeyboardInterrupt
         _say(QUITTING)
-        os._exit(EXIT_INTERRUPTED)
+        os._exit(EXIT_TERMINATED if terminated else EXIT_INTERRUPTED)
 
-    previous = signal.signal(signal.SIGINT, on_sigint)
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _say(line: str) -> None:

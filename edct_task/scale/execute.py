@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,9 @@ REFUSED_CODE = 2
 RAY_ENV = {"RAY_raylet_start_wait_time_s": "120"}
 """Set for Ray unless already set: how long a driver waits for its node's raylet to register
 (Ray's default suits an idle machine; a loaded one, or one with 2 cores, can take longer)."""
+RAY_CONNECT_S = 180.0
+"""How long ``ray.init`` may take before the sweep stops with one line: an ``--address`` nobody
+answers at has Ray retry its connection without end (the raylet's own wait is above, shorter)."""
 
 
 class SweepError(UserError):
@@ -99,7 +103,7 @@ class RayExecutor:
         if address is None and num_cpus is not None:
             kwargs["num_cpus"] = num_cpus  # the local cluster's worker slots
         try:
-            ray.init(**kwargs)
+            _bounded(lambda: ray.init(**kwargs), RAY_CONNECT_S)
         except Exception as exc:  # Ray raises a bare Exception when its node times out
             hint = (
                 "is the cluster running?"
@@ -139,6 +143,27 @@ class RayExecutor:
 
     def close(self) -> None:
         self.ray.shutdown()
+
+
+def _bounded(call: Callable[[], Any], seconds: float) -> Any:
+    """``call()`` in a daemon thread: its value or exception, or ``TimeoutError`` once ``seconds``
+    pass (the thread is left to the interpreter's exit, which does not wait for it)."""
+    done: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            done["value"] = call()
+        except BaseException as exc:  # handed to the caller's thread
+            done["error"] = exc
+
+    thread = threading.Thread(target=target, name="ray-init", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise TimeoutError(f"no answer within {seconds:g} s")
+    if "error" in done:
+        raise done["error"]
+    return done.get("value")
 
 
 def make_executor(kind: str, address: str | None = None, workers: int | None = None) -> Any:

@@ -14,6 +14,7 @@ import sys
 import threading
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 from support.hang_guard import hang_limit, wait_for
@@ -179,3 +180,76 @@ def test_second_ctrl_c_quits_at_once_without_a_traceback(tmp_path):
         out = run.wait(30)
         assert run.proc.returncode == 130, out
         assert QUITTING in out and "Traceback" not in out
+
+
+def _children(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _gone(procs: list[psutil.Process]) -> bool:
+    def alive(p: psutil.Process) -> bool:
+        try:
+            return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    return not any(alive(p) for p in procs)
+
+
+def test_sigterm_stops_a_sweep_and_its_running_job(tmp_path):
+    """SIGTERM (a scheduler's stop) to ``edct sweep``: its running ``edct run`` job is stopped with
+    it, never left behind as an orphan; exit 143 and no traceback."""
+    base = _config(
+        tmp_path, "base", 30, {"extractor": 0.3, "judge": 0.3, "edit_parser": 0.3}, text_concurrency=1
+    )
+    raw = yaml.safe_load(base.read_text())
+    raw.pop("output_dir")
+    raw.pop("call_log")
+    base.write_text(yaml.safe_dump(raw))
+    spec = {
+        "output": str(tmp_path / "out"),
+        "configs": {"base": str(base)},
+        "models": {"faithful": {"backend": "calibration-reference", "behavior": "faithful"}},
+        "shards": 1,
+    }
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(spec))
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "edct_task.cli.main", "sweep", str(tmp_path / "sweep.yaml"), "--local"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    started = lambda: list((tmp_path / "out").rglob("stages.sqlite")) or sweep.poll() is not None  # noqa: E731
+    assert wait_for(started, 120) and sweep.poll() is None, sweep.communicate()[0]  # the job runs
+    job = _children(sweep.pid)
+    assert job
+    sweep.send_signal(signal.SIGTERM)
+    out, _ = sweep.communicate(timeout=hang_limit(60))
+    assert sweep.returncode == 143, out
+    assert STOPPING in out and "Traceback" not in out
+    assert wait_for(lambda: _gone(job), 30), [p.pid for p in job]
+
+
+def test_sigterm_stops_edct_run_and_its_lmms_eval_export_child(tmp_path):
+    """``edct run --model`` starts lmms-eval's export in a child process at the run's start: a
+    SIGTERM to the run ends that child too."""
+    cmd = [sys.executable, "-m", "edct_task.cli.main", "run", "--model", "edct_reference"]
+    cmd += ["--model_args", "behavior=faithful", "--tasks", "edct_calibration", "--limit", "30"]
+    cmd += ["--no-progress", "--output", str(tmp_path / "run"), "--set", "roles.judge.latency_s=0.5"]
+    run = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    export: list[psutil.Process] = []
+
+    def started() -> bool:
+        export.extend(p for p in _children(run.pid) if "edct_task.lmms.export" in " ".join(p.cmdline()))
+        return bool(export) or run.poll() is not None
+
+    assert wait_for(started, 120) and run.poll() is None, run.communicate()[0]
+    assert wait_for(lambda: (tmp_path / "run" / "cache" / "stages.sqlite").exists(), 120)
+    run.send_signal(signal.SIGTERM)
+    out, _ = run.communicate(timeout=hang_limit(60))
+    assert run.returncode == 143, out
+    assert "Traceback" not in out
+    assert wait_for(lambda: _gone(export), 30), [p.pid for p in export]

@@ -151,3 +151,31 @@ def test_cli_export_counterfactuals(calibration_run, tmp_path, capsys):
     assert "verified pairs" in capsys.readouterr().out
     assert main(["export-counterfactuals", str(tmp_path / "missing"), "--out", str(tmp_path / "x")]) == 2
     assert "samples.jsonl" in capsys.readouterr().err
+
+
+def test_a_full_disk_fails_the_export_in_one_line_and_leaves_nothing(
+    calibration_run, tmp_path, monkeypatch, capsys
+):
+    """Issue 46: the disk fills while the pairs' images are copied: exit 1 with one line (no
+    traceback), and neither the export folder nor its temporary folder is left behind."""
+    import errno
+
+    from edct_task.cli.main import main
+    from edct_task.counterfactuals import export
+
+    copied = []
+
+    def full_disk(src, dst, *args, **kwargs):
+        if len(copied) == 3:
+            raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+        copied.append(dst)
+        return shutil.copyfile(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(export.shutil, "copyfile", full_disk)
+    out = tmp_path / "pairs"
+    rc = main(["export-counterfactuals", str(calibration_run), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 1, err
+    assert "disk refused a write" in err and "No space left" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert len(copied) == 3 and not out.exists() and list(tmp_path.iterdir()) == []

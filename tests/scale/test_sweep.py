@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import types
 from pathlib import Path
 
@@ -135,6 +136,29 @@ def test_a_ray_that_does_not_start_stops_the_sweep_with_one_line(tmp_path: Path,
     with pytest.raises(SweepError, match="is the cluster running"):
         RayExecutor(address="ray://head:10001")
     assert fake.seen["wait"] == "600" and fake.seen["address"] == "ray://head:10001"
+
+
+def test_a_ray_address_nobody_answers_at_stops_the_sweep_with_one_line(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """Ray retries a connection to an address nobody answers at without end (issue 46): the sweep
+    stops once ``RAY_CONNECT_S`` pass, with one line naming the address."""
+    from edct_task.scale import execute
+
+    release = threading.Event()
+    fake = FakeRay()
+    fake.init = lambda **kwargs: release.wait()  # what ray.init does at an unreachable address
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    monkeypatch.setattr(execute, "RAY_CONNECT_S", 0.5)
+    path = _sweep(tmp_path, {"a": MIXED}, shards=2)
+    try:
+        assert main(["sweep", str(path), "--address", "10.255.255.1:6379"]) == 2
+    finally:
+        release.set()
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "Ray did not start at 10.255.255.1:6379" in err and "no answer within 0.5 s" in err
+    assert "is the cluster running" in err
 
 
 @pytest.mark.slow

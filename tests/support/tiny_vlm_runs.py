@@ -55,9 +55,13 @@ def _run(cmd: list[str], env: dict[str, str], log: Path) -> float:
     never look at it)."""
     started = time.perf_counter()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=REPO)
+    return _logged(done, log, started)
+
+
+def _logged(done: subprocess.CompletedProcess, log: Path, started: float) -> float:
     log.write_text(done.stdout + "\n--- stderr ---\n" + done.stderr)
     if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd[:6])} … exited {done.returncode}; see {log}")
+        raise RuntimeError(f"{' '.join(done.args[:6])} … exited {done.returncode}; see {log}")
     return time.perf_counter() - started
 
 
@@ -160,7 +164,7 @@ def runtime_c(
 
 
 def runtime_d(folder: Path, out: Path, limit: int, *, vllm_python: Path, **_: Any) -> float:
-    from support.vllm_server import server_env
+    from support.vllm_server import run_group, server_env
 
     args = (
         f"model={folder},dtype=float32,enforce_eager=True,max_model_len=4096,max_new_tokens={MAX_NEW_TOKENS}"
@@ -169,7 +173,9 @@ def runtime_d(folder: Path, out: Path, limit: int, *, vllm_python: Path, **_: An
     cmd += ["--gen_kwargs", f"max_new_tokens={MAX_NEW_TOKENS}", "--tasks", TASK, "--limit", str(limit)]
     cmd += ["--log_samples", "--output_path", str(out / "lmms")]
     env = {**server_env(), **{k: v for k, v in env_for(out).items() if k != "OPENAI_API_KEY"}}
-    return _run(cmd, env, out / "log.txt")
+    started = time.perf_counter()
+    done = run_group(cmd, env)  # fails if a process of the run (vLLM's engine core) outlives it
+    return _logged(done, out / "log.txt", started)
 
 
 def runtime_i(
