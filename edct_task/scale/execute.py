@@ -31,8 +31,9 @@ RAY_ENV = {"RAY_raylet_start_wait_time_s": "120"}
 """Set for Ray unless already set: how long a driver waits for its node's raylet to register
 (Ray's default suits an idle machine; a loaded one, or one with 2 cores, can take longer)."""
 RAY_CONNECT_S = 180.0
-"""How long ``ray.init`` may take before the sweep stops with one line: an ``--address`` nobody
-answers at has Ray retry its connection without end (the raylet's own wait is above, shorter)."""
+"""How long connecting to a running cluster (``--address``) may take before the sweep stops with
+one line: at an address that accepts connections but never answers, ``ray.init`` waits without end
+(Ray 2.60 on a silent listener: still waiting after 40 s, where ours gave up)."""
 
 
 class SweepError(UserError):
@@ -103,7 +104,10 @@ class RayExecutor:
         if address is None and num_cpus is not None:
             kwargs["num_cpus"] = num_cpus  # the local cluster's worker slots
         try:
-            _bounded(lambda: ray.init(**kwargs), RAY_CONNECT_S)
+            if address is None:  # a local node: its processes die with the thread that started
+                ray.init(**kwargs)  # them (PR_SET_PDEATHSIG), so the main thread; Ray bounds the wait
+            else:
+                _bounded(lambda: ray.init(**kwargs), RAY_CONNECT_S)
         except Exception as exc:  # Ray raises a bare Exception when its node times out
             hint = (
                 "is the cluster running?"
