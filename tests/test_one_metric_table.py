@@ -63,10 +63,32 @@ def _docstrings(tree: ast.AST) -> set[int]:
     return out
 
 
+LINE_END = re.compile(r".*?(?:\r\n|\r|\n)|.+\Z", re.S)
+"""A line as ``ast`` counts them (``\r\n``, ``\r`` or ``\n``; never the other breaks of
+``str.splitlines``), with its end."""
+
+
+def _segments(source: str):
+    """``ast.get_source_segment`` without its cost: it splits the whole source again on every call
+    (every literal of a long module: seconds), so the lines are encoded once here."""
+    lines = [m.group().encode("utf-8") for m in LINE_END.finditer(source)]
+
+    def segment(node: ast.expr) -> str:
+        first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+        start, end = node.col_offset, node.end_col_offset
+        if first == last:
+            return lines[first][start:end].decode("utf-8")
+        middle = b"".join(lines[first + 1 : last])
+        return (lines[first][start:] + middle + lines[last][:end]).decode("utf-8")
+
+    return segment
+
+
 def python_literals(source: str) -> list[tuple[int, str]]:
     """(line, source text) of every string literal (f-strings whole) but docstrings, that names a metric."""
     tree = ast.parse(source)
     docs = _docstrings(tree)
+    segment = _segments(source)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.JoinedStr) or (
@@ -74,7 +96,7 @@ def python_literals(source: str) -> list[tuple[int, str]]:
         ):
             if id(node) in docs:
                 continue
-            text = ast.get_source_segment(source, node) or ""
+            text = segment(node)
             if NAME.search(text):
                 found.append((node.lineno, text))
     return sorted(set(found))
