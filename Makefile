@@ -51,7 +51,7 @@ latex:
 # Every tier prints its 15 slowest tests. `make test` leaves out the from-scratch rebuilds of the
 # shipped tiny-VLM checkpoints (`make test-rebuild`, its own CI step). The suite reads nothing from
 # the home folder (tests/conftest.py points HOME and the Hugging Face caches at a fresh folder).
-PYTEST := HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 -q --durations=15 --ignore=tests/vllm
+PYTEST := HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 -q -rs --durations=15 --ignore=tests/vllm
 
 test: $(VENV)/.installed browser latex $(EEE_VENV)/.installed
 	EDCT_EEE_PYTHON=$(abspath $(EEE_PY)) $(PYTEST) -m "not rebuild" $(PYTEST_ARGS)
