@@ -6,16 +6,11 @@ with zero-width characters between its characters, and split across ``content`` 
 from __future__ import annotations
 
 import base64
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from support.hang_guard import hang_limit
+from support.echo_server import KEY_ENV, EchoHandler, run_against, serving
 
-from edct_task.config import calibration_config, config_from_dict
 from edct_task.engine.redact import Redactor
-from edct_task.run.runner import run
 from model_adapters.contracts import Completion
 
 KEY = "sk-proj-Zq81vXa0bT4mLw9eR2cY"
@@ -97,65 +92,25 @@ def test_ordinary_text_is_left_alone() -> None:
     assert reply.text == "The answer is sk-pro" and reply.reasoning == "I see a red car"
 
 
-class _Echo(BaseHTTPRequestHandler):
+class _Echo(EchoHandler):
     """Echoes the request's key in every encoding at once, and cut between content and reasoning."""
 
-    def log_message(self, *args: object) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        self._send({"data": [{"id": "echo"}]})
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        key = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+    def message(self, authorization: str) -> dict:
+        key = authorization.removeprefix("Bearer ")
         forms = " ".join(f(key) for f in ENCODINGS.values())
         content = f"Answer: yes. {forms} {key[12:]}"
-        message = {"role": "assistant", "content": content, "reasoning_content": f"I recall {key[:12]}"}
-        self._send(
-            {
-                "id": "x",
-                "object": "chat.completion",
-                "model": "echo",
-                "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-            }
-        )
-
-    def _send(self, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        return {"role": "assistant", "content": content, "reasoning_content": f"I recall {key[:12]}"}
 
 
 @pytest.fixture
 def echo_server():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with serving(_Echo) as url:
+        yield url
 
 
 def test_no_encoding_of_an_echoed_key_reaches_a_file_of_the_run(tmp_path, monkeypatch, echo_server) -> None:
-    monkeypatch.setenv("EDCT_ECHO_KEY", KEY)
-    raw = calibration_config("mixed:0.5", n=2, output_dir=tmp_path / "out").model_dump(mode="json")
-    raw["progress"] = False
-    raw["bootstrap_resamples"] = 200
-    raw["roles"]["target"] = {
-        "backend": "openai-chat",
-        "model": "echo",
-        "base_url": echo_server,
-        "api_key_env": "EDCT_ECHO_KEY",
-        "timeout_s": hang_limit(5.0),
-        "max_retries": 0,
-    }
-    run(config_from_dict(raw))
-    files = [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
+    monkeypatch.setenv(KEY_ENV, KEY)
+    files = run_against(echo_server, tmp_path / "out", n=2)
     samples = (tmp_path / "out" / "samples.jsonl").read_text()
     assert "[redacted]" in samples
     leaked = {}
