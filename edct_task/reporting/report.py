@@ -305,9 +305,14 @@ def unreliable_notice(unreliable: Sequence[dict[str, Any]]) -> list[str]:
         ">",
     ]
     for u in unreliable:
-        lines.append(f"> - `{reveal_line(u['source']).replace('`', chr(39))}` ({md_cell(u['model'])}):")
+        lines.append(f"> - {_run_cell(u)}:")
         lines.extend(f">   - {md_cell(reason)}" for reason in u["reasons"])
     return [*lines, ""]
+
+
+def _run_cell(run: dict[str, Any]) -> str:
+    """A notice's run: its source as code (backticks in it made quotes), then its model."""
+    return f"`{reveal_line(run['source']).replace('`', chr(39))}` ({md_cell(run['model'])})"
 
 
 def partial_runs(collection: Collection) -> list[dict[str, Any]]:
@@ -330,10 +335,7 @@ def partial_notice(partial: Sequence[dict[str, Any]]) -> list[str]:
         ">",
     ]
     for p in partial:
-        lines.append(
-            f"> - `{reveal_line(p['source']).replace('`', chr(39))}` ({md_cell(p['model'])}): "
-            f"{md_cell(p['label'])}"
-        )
+        lines.append(f"> - {_run_cell(p)}: {md_cell(p['label'])}")
     return [*lines, ""]
 
 
