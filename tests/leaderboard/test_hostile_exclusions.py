@@ -10,6 +10,7 @@ import json
 
 import pytest
 import yaml
+from support.forged_bundles import recompute_claims
 from test_rejudge import _run_and_submit
 
 from edct_task.cli.main import main
@@ -19,7 +20,6 @@ from edct_task.engine.protocol import EDIT_FAILED, VERIFY_FAILED
 from edct_task.leaderboard.bundle import read_bundle, reseal, write_zip
 from edct_task.leaderboard.verify import Verified, verify_bundle
 from edct_task.run.outputs import image_files
-from edct_task.scoring.metrics import summarise
 from edct_task.scoring.results import as_json
 
 
@@ -91,13 +91,7 @@ def forge_exclusions(src, dst, kind: str):
     members["images.json"] = json.dumps({"images": refs}).encode()
     for name in [n for n in members if n.startswith("images/") and n[7:-4] not in refs]:
         del members[name]
-    summary = summarise(
-        recs, seed=meta["scoring"]["seed"], n_resamples=meta["scoring"]["n_resamples"]
-    ).model_dump(mode="json")
-    meta["claimed"] = summary
-    results = json.loads(members["results.json"])
-    results["results"] = summary
-    members["results.json"] = json.dumps(results).encode()
+    recompute_claims(meta, members, recs)
     write_zip(dst, reseal(meta, members), members)
     return dst
 

@@ -12,6 +12,7 @@ import stat
 import zipfile
 
 import pytest
+from support import forged_bundles
 from support.edct_runs import records, write_edct_run
 
 from edct_task.cli.main import main
@@ -20,8 +21,6 @@ from edct_task.leaderboard.archive import Limits
 from edct_task.leaderboard.board import build_board, to_markdown
 from edct_task.leaderboard.bundle import BUNDLE_JSON, read_bundle, reseal, write_zip
 from edct_task.leaderboard.verify import BoardScoring, Verified, verify_bundle
-from edct_task.scoring.metrics import summarise
-from edct_task.scoring.results import as_json
 
 ALPHA = {"backend": "openai-chat", "model": "org/alpha-vl", "revision": "abc123"}
 BETA = {"backend": "openai-chat", "model": "org/beta-vl"}
@@ -48,12 +47,7 @@ def _forge(src, dst, edit_records=None, *, edit_meta=None, recompute_claims=True
         recs = [edit_records(r) for r in recs]
         members["samples.jsonl"] = "".join(r.model_dump_json() + "\n" for r in recs).encode()
     if recompute_claims:
-        scoring = meta["scoring"]
-        summary = as_json(summarise(recs, seed=scoring["seed"], n_resamples=scoring["n_resamples"]))
-        meta["claimed"] = summary
-        results = json.loads(members["results.json"])
-        results["results"] = summary
-        members["results.json"] = json.dumps(results).encode()
+        forged_bundles.recompute_claims(meta, members, recs)
     if edit_meta:
         edit_meta(meta)
     write_zip(dst, reseal(meta, members), members)

@@ -11,6 +11,7 @@ import json
 
 import pytest
 import yaml
+from support.forged_bundles import recompute_claims
 
 from edct_task.cli.main import main
 from edct_task.config import calibration_config
@@ -21,8 +22,6 @@ from edct_task.leaderboard.bundle import read_bundle, reseal, write_zip
 from edct_task.leaderboard.verify import Verified, verify_bundle
 from edct_task.run.outputs import image_files
 from edct_task.run.runner import run
-from edct_task.scoring.metrics import summarise
-from edct_task.scoring.results import as_json
 from model_adapters.contracts import Completion
 
 
@@ -66,12 +65,7 @@ def _forge_consistently(src, dst):
             )
         out.append(r)
     members["samples.jsonl"] = "".join(r.model_dump_json() + "\n" for r in out).encode()
-    scoring = meta["scoring"]
-    summary = as_json(summarise(out, seed=scoring["seed"], n_resamples=scoring["n_resamples"]))
-    meta["claimed"] = summary
-    results = json.loads(members["results.json"])
-    results["results"] = summary
-    members["results.json"] = json.dumps(results).encode()
+    recompute_claims(meta, members, out)
     write_zip(dst, reseal(meta, members), members)
     return dst
 
@@ -206,12 +200,7 @@ def _fake_gate_failure(src, dst):
     members["images.json"] = json.dumps({"images": refs}).encode()
     for name in [n for n in members if n.startswith("images/") and n[7:-4] not in refs]:
         del members[name]
-    scoring = meta["scoring"]
-    summary = as_json(summarise(recs, seed=scoring["seed"], n_resamples=scoring["n_resamples"]))
-    meta["claimed"] = summary
-    results = json.loads(members["results.json"])
-    results["results"] = summary
-    members["results.json"] = json.dumps(results).encode()
+    recompute_claims(meta, members, recs)
     write_zip(dst, reseal(meta, members), members)
     return dst
 
