@@ -19,6 +19,7 @@ import pytest
 import yaml
 from support.hang_guard import hang_limit, wait_for
 from support.loopback import UNTIL_CLOSED, CalibrationWorld, FaultPlan, Loopback
+from support.processes import alive
 
 from edct_task.core.interrupt import QUITTING, STOPPING
 
@@ -190,12 +191,6 @@ def _children(pid: int) -> list[psutil.Process]:
 
 
 def _gone(procs: list[psutil.Process]) -> bool:
-    def alive(p: psutil.Process) -> bool:
-        try:
-            return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return False
-
     return not any(alive(p) for p in procs)
 
 

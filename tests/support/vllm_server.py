@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 import psutil
 from support.hang_guard import finish, hang_limit, wait_for
+from support.processes import alive
 
 REPO = Path(__file__).resolve().parents[2]
 CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -85,19 +86,12 @@ class Served:
             self.serve.send_signal(signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):  # killed, then reported by returncode
                 finish(self.serve, 120)
-        wait_for(lambda: not any(_alive(pid) for pid in self.processes), 5, every=0.2)
-        left = [pid for pid in sorted(self.processes) if _alive(pid)]
+        wait_for(lambda: not any(alive(pid) for pid in self.processes), 5, every=0.2)
+        left = [pid for pid in sorted(self.processes) if alive(pid)]
         if left:  # leave nothing behind for the next test run, then report
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.server_pid, signal.SIGKILL)
         return left
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def start_edct_serve(
@@ -179,7 +173,7 @@ def run_group(
 
 
 def _group(pgid: int) -> list[int]:
-    return [p.pid for p in psutil.process_iter() if _in_group(p.pid, pgid) and _alive(p.pid)]
+    return [p.pid for p in psutil.process_iter() if _in_group(p.pid, pgid) and alive(p.pid)]
 
 
 def _describe(pid: int) -> str:
