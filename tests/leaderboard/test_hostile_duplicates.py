@@ -7,29 +7,20 @@ import json
 import shutil
 
 import pytest
-from support.edct_runs import records, write_edct_run
+from support.bundles import submitted
 
-from edct_task.cli.main import main
 from edct_task.leaderboard.board import build_board
 from edct_task.leaderboard.bundle import read_bundle, reseal, write_zip
 from edct_task.leaderboard.verify import BoardScoring, Verified, verify_bundle
 
-ALPHA = {"backend": "openai-chat", "model": "org/alpha-vl", "revision": "abc123"}
 BETA = {"backend": "openai-chat", "model": "org/beta-vl"}
 THIEF = {"backend": "openai-chat", "model": "org/thief-vl"}
 SCORING = BoardScoring(n_resamples=200)
 
 
-def _bundle(tmp_path, name, level, *, target=ALPHA, n=12, offset=0):
-    write_edct_run(tmp_path / "runs" / name, records(level, n=n, offset=offset), target=target, resamples=200)
-    out = tmp_path / "bundles" / f"{name}.edct.zip"
-    assert main(["submit", str(tmp_path / "runs" / name), "--out", str(out)]) == 0
-    return out
-
-
 @pytest.fixture
 def honest(tmp_path):
-    return _bundle(tmp_path, "alpha", 0.6)
+    return submitted(tmp_path, "alpha", 0.6)
 
 
 def _touch_text(text: str, how: str) -> str:
@@ -101,8 +92,8 @@ def test_the_bundle_made_first_keeps_the_rank_whatever_the_file_names(honest, tm
 
 
 def test_independent_runs_of_other_targets_are_not_duplicates(tmp_path) -> None:
-    a = _bundle(tmp_path, "alpha", 0.6)
-    b = _bundle(tmp_path, "beta", 0.3, target=BETA, offset=5)
+    a = submitted(tmp_path, "alpha", 0.6)
+    b = submitted(tmp_path, "beta", 0.3, target=BETA, offset=5)
     board = build_board([a, b], scoring=SCORING)
     assert board["duplicates"] == []
     assert sorted(e["model"] for t in board["tracks"] for e in t["entries"]) == [

@@ -17,6 +17,7 @@ import os
 import zipfile
 
 import pytest
+from support.bundles import ALPHA, submitted
 from support.edct_runs import records, write_edct_run
 
 from edct_task.cli.main import main
@@ -24,20 +25,12 @@ from edct_task.leaderboard.board import build_board, to_csv
 from edct_task.leaderboard.bundle import read_bundle, reseal, sha256_bytes, write_zip
 from edct_task.leaderboard.verify import BoardScoring, Verified, verify_bundle
 
-ALPHA = {"backend": "openai-chat", "model": "org/alpha-vl", "revision": "abc123"}
 SCORING = BoardScoring(n_resamples=200)
-
-
-def _bundle(tmp_path, name, level, *, target=ALPHA, n=12, offset=0):
-    write_edct_run(tmp_path / "runs" / name, records(level, n=n, offset=offset), target=target, resamples=200)
-    out = tmp_path / "bundles" / f"{name}.edct.zip"
-    assert main(["submit", str(tmp_path / "runs" / name), "--out", str(out)]) == 0
-    return out
 
 
 @pytest.fixture
 def honest(tmp_path):
-    return _bundle(tmp_path, "alpha", 0.6)
+    return submitted(tmp_path, "alpha", 0.6)
 
 
 def _board(out):
@@ -118,7 +111,7 @@ def test_someone_elses_bundle_resealed_under_another_name_is_a_duplicate(honest,
 def test_csv_cells_cannot_start_a_formula(tmp_path):
     """Before: ``=HYPERLINK(…)`` in a name was written unchanged into leaderboard.csv."""
     formula = '=HYPERLINK("http://127.0.0.1/x","click")'
-    evil = _bundle(tmp_path, "evil", 0.5, target={"backend": "openai-chat", "model": formula})
+    evil = submitted(tmp_path, "evil", 0.5, target={"backend": "openai-chat", "model": formula})
     b = read_bundle(evil)
     meta, members = json.loads(json.dumps(b.meta)), dict(b.members)
     meta["model"]["name"] = "@SUM(1+1)"
