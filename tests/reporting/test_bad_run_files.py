@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from support.audit_runs import calibration_run
+from support.cli_errors import one_line_exit_2
 from support.edct_runs import records, write_edct_run
 
 from edct_task.cli.main import main
@@ -27,16 +28,6 @@ def _copy(src: Path, dst: Path) -> Path:
 
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("cache"))
     return dst
-
-
-def _one_line_exit_2(capsys, argv: list[str], *names: str) -> str:
-    rc = main(argv)
-    err = capsys.readouterr().err
-    assert rc == 2, err
-    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
-    for name in names:
-        assert name in err, err
-    return err
 
 
 def _escaping_run(real_run: Path, tmp_path: Path) -> Path:
@@ -57,7 +48,7 @@ def _outside(tmp_path: Path) -> list[Path]:
 
 def test_audit_refuses_a_ref_that_is_not_a_content_id(real_run: Path, tmp_path: Path, capsys) -> None:
     run = _escaping_run(real_run, tmp_path)
-    err = _one_line_exit_2(capsys, ["audit", str(run), "--out", str(tmp_path / "deep" / "a" / "report")])
+    err = one_line_exit_2(capsys, ["audit", str(run), "--out", str(tmp_path / "deep" / "a" / "report")])
     assert "samples.jsonl, line 1" in err and "not an image id" in err
     assert not _outside(tmp_path)
 
@@ -67,7 +58,7 @@ def test_submit_with_images_refuses_a_ref_that_is_not_a_content_id(
 ) -> None:
     run = _escaping_run(real_run, tmp_path)
     out = tmp_path / "b.edct.zip"
-    _one_line_exit_2(capsys, ["submit", str(run), "--out", str(out), "--with-images"], "samples.jsonl")
+    one_line_exit_2(capsys, ["submit", str(run), "--out", str(out), "--with-images"], "samples.jsonl")
     assert not out.exists()
 
 
@@ -93,7 +84,7 @@ def test_bad_bytes_in_samples_jsonl_are_one_line_naming_file_and_line(
         "export-counterfactuals": ["export-counterfactuals", str(run), "--out", str(tmp_path / "export")],
         "annotate": ["annotate", str(run), "--annotator", "alice", "--port", "0"],
     }[command]
-    _one_line_exit_2(capsys, argv, "samples.jsonl, line 3", "not UTF-8")
+    one_line_exit_2(capsys, argv, "samples.jsonl, line 3", "not UTF-8")
 
 
 def _results(run: Path, edit) -> None:
@@ -121,7 +112,7 @@ def test_a_results_json_of_the_wrong_shape_is_one_line(
     write_edct_run(run, records(0.5, n=4))
     _results(run, BAD_RESULTS[case])
     out = tmp_path / ("report" if command == "report" else "s.edct.zip")
-    _one_line_exit_2(capsys, [command, str(run), "--out", str(out)], "results.json")
+    one_line_exit_2(capsys, [command, str(run), "--out", str(out)], "results.json")
     assert not (out / "report.json").exists() and not out.is_file()
 
 
@@ -132,7 +123,7 @@ def test_a_nan_estimate_is_refused_and_report_json_is_valid_json(tmp_path: Path,
     data = json.loads(text)
     data["results"]["overall"]["metrics"]["ccs_binary"]["estimate"] = float("nan")
     (run / "results.json").write_text(json.dumps(data))  # json.dumps writes a bare NaN
-    _one_line_exit_2(capsys, ["report", str(run), "--out", str(tmp_path / "r")], "results.json", "NaN")
+    one_line_exit_2(capsys, ["report", str(run), "--out", str(tmp_path / "r")], "results.json", "NaN")
 
 
 def test_report_flags_results_json_that_its_records_contradict(tmp_path: Path, capsys) -> None:
@@ -158,7 +149,7 @@ def test_audit_of_lmms_output_with_a_non_hex_ref_is_one_line(tmp_path: Path, cap
     out = tmp_path / "lmms" / "model"
     out.mkdir(parents=True)
     (out / "20261201_samples_edct_calibration.jsonl").write_text(json.dumps(logged) + "\n")
-    _one_line_exit_2(capsys, ["audit", str(tmp_path / "lmms")], "_samples_edct_calibration.jsonl, line 1")
+    one_line_exit_2(capsys, ["audit", str(tmp_path / "lmms")], "_samples_edct_calibration.jsonl, line 1")
 
 
 def test_report_of_a_bundle_with_a_claim_of_the_wrong_shape_is_one_line(tmp_path: Path, capsys) -> None:
@@ -172,4 +163,4 @@ def test_report_of_a_bundle_with_a_claim_of_the_wrong_shape_is_one_line(tmp_path
     meta["claimed"]["overall"]["metrics"]["ccs_binary"]["estimate"] = "high"
     bad = tmp_path / "bad.edct.zip"
     write_zip(bad, reseal(meta, dict(bundle.members)), dict(bundle.members))
-    _one_line_exit_2(capsys, ["report", str(bad), "--out", str(tmp_path / "r")], "bad.edct.zip", "estimate")
+    one_line_exit_2(capsys, ["report", str(bad), "--out", str(tmp_path / "r")], "bad.edct.zip", "estimate")

@@ -8,9 +8,9 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from support.cli_errors import one_line_exit_2
 from support.edct_runs import records, write_edct_run
 
-from edct_task.cli.main import main
 from edct_task.core.errors import UserError
 from edct_task.run.outputs import load_records, load_run
 
@@ -20,16 +20,6 @@ MiB = 1 << 20
 def _run(folder: Path, level: float = 0.6, recs=None) -> Path:
     write_edct_run(folder, recs if recs is not None else records(level, n=6))
     return folder
-
-
-def _one_line_exit_2(capsys, argv: list[str], *names: str) -> str:
-    rc = main(argv)
-    err = capsys.readouterr().err
-    assert rc == 2, err
-    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
-    for name in names:
-        assert name in err, err
-    return err
 
 
 def _peak(fn) -> tuple[object, int]:
@@ -66,14 +56,14 @@ def test_compare_refuses_a_flooded_sparse_samples_file_in_one_line(tmp_path: Pat
     a, b = _run(tmp_path / "a"), _run(tmp_path / "b", 0.3)
     with (b / "samples.jsonl").open("r+b") as f:
         f.truncate(200 * MiB)
-    _one_line_exit_2(capsys, ["compare", str(a), str(b)], "samples.jsonl", "longer than")
+    one_line_exit_2(capsys, ["compare", str(a), str(b)], "samples.jsonl", "longer than")
 
 
 def test_one_id_twice_is_refused_in_one_line(tmp_path: Path, capsys) -> None:
     recs = records(0.6, n=6)
     a, b = _run(tmp_path / "a", recs=[*recs, recs[2]]), _run(tmp_path / "b", 0.3)
     for argv in (["compare", str(a), str(b), "--force"], ["compare", str(b), str(a), "--force"]):
-        _one_line_exit_2(capsys, argv, recs[2].sample.id, "twice")
+        one_line_exit_2(capsys, argv, recs[2].sample.id, "twice")
 
 
 @pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1.5", "-0.25", "1e309"])
@@ -84,10 +74,10 @@ def test_a_score_not_in_0_1_is_refused_in_one_line(tmp_path: Path, capsys, value
     at = next(i for i, line in enumerate(lines) if f'"{metric}":1.0' in line)
     lines[at] = lines[at].replace(f'"{metric}":1.0', f'"{metric}":{value}', 1)
     (b / "samples.jsonl").write_text("\n".join(lines) + "\n")
-    _one_line_exit_2(capsys, ["compare", str(a), str(b), "--force"], "samples.jsonl", f"line {at + 1}")
+    one_line_exit_2(capsys, ["compare", str(a), str(b), "--force"], "samples.jsonl", f"line {at + 1}")
 
 
 @pytest.mark.parametrize("count", ["1000000000", "99", "-5"])
 def test_resamples_is_bounded_before_it_allocates(tmp_path: Path, capsys, count: str) -> None:
     a, b = _run(tmp_path / "a"), _run(tmp_path / "b", 0.3)
-    _one_line_exit_2(capsys, ["compare", str(a), str(b), "--resamples", count], "--resamples")
+    one_line_exit_2(capsys, ["compare", str(a), str(b), "--resamples", count], "--resamples")
