@@ -51,6 +51,7 @@ from floor import (
 )
 
 from edct_task.engine.driver import Limits
+from edct_task.run.outputs import load_run
 
 BIN = Path(sys.executable).parent
 LIMITS = Limits()
@@ -171,7 +172,7 @@ def main() -> None:
     else:
         t_slow = a.lmms_eval_s
     results = {sub: json.loads(sorted((out / sub).rglob("*_results.json"))[-1].read_text()) for sub in runs}
-    zero_calls = results["zero"]["edct"]["calls"]
+    zero_calls = load_run(out / "zero").calls  # the run folder its export's logs name
     verify_s = zero_calls["seconds"].get("verify", 0.0) / max(1, zero_calls["calls"].get("verify", 1))
     path = critical_path_s(2, a.target_latency, a.text_latency, a.editor_latency, verify_s, BATCH_WINDOW_S)
     floor = max(path, cpu_zero / cores())

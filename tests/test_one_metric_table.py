@@ -303,7 +303,7 @@ def test_a_metric_row_added_at_run_time_reaches_every_output(tmp_path: Path) -> 
         assert "<th>CCS_strict</th>" in (out / "leaderboard.html").read_text()
 
         # lmms-eval: process_results returns the row's per-sample value; the hooks' metric list has it
-        per_doc = [record_results(r, {}) for r in scored]
+        per_doc = [record_results(r, "") for r in scored]
         assert [d["ccs_strict"] for d in per_doc] == [_strict(r.scores) for r in scored]  # type: ignore[arg-type]
         assert "ccs_strict" in lmms_metric_names()
 

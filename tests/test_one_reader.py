@@ -2,9 +2,10 @@
 
 A run is decoded where its sample records are parsed from a file (``SampleRecord.model_validate*``),
 where lmms-eval's logged final responses are unwrapped (``filtered_resps`` / ``resps``), or where
-run files are globbed for. Every other module reads runs through ``load_run`` (or
-``read_logged_samples``, its decoder of one lmms-eval sample log). On the old main six modules
-decoded runs their own way and disagreed (``estimate/latency`` looked for a key nothing writes).
+run files are globbed for. Every other module reads runs through ``load_run``. On the old main six
+modules decoded runs their own way and disagreed (``estimate/latency`` looked for a key nothing
+writes). The EDCT run folder is the one format: not even the reader decodes records from
+lmms-eval's logged responses (it reads the run folder they name).
 """
 
 from __future__ import annotations
@@ -47,6 +48,19 @@ def _offenders() -> list[str]:
 
 def test_no_product_module_but_the_reader_decodes_runs() -> None:
     assert _offenders() == []
+
+
+UNWRAPPING = re.compile(
+    r"\.get\(\s*[\"'](?:filtered_resps|resps|edct_record)[\"']|\[\s*[\"'](?:filtered_resps|resps|edct_record)[\"']\s*\]"
+)
+
+
+def test_the_reader_does_not_unwrap_lmms_evals_logged_responses() -> None:
+    """lmms-eval output is read through the run folder its logs name, never from the records in
+    its logged responses (``final_record`` decodes the response the hooks are handed)."""
+    reader = (ROOT / "edct_task/run/outputs.py").read_text(encoding="utf-8").splitlines()
+    assert [line for line in reader if UNWRAPPING.search(line)] == []
+    assert UNWRAPPING.search('value = logged.get("filtered_resps")')
 
 
 def test_the_pattern_sees_the_old_readers() -> None:

@@ -55,7 +55,7 @@ MODEL_GROUPS: dict[str, tuple[str, ...]] = {
         "verification.gate:GateResult",
         "edct_task.annotation.labels:Label",
     ),
-    "run-log": ("edct_task.run.log:RunLog", "edct_task.run.log:LmmsRunBlock"),
+    "run-log": ("edct_task.run.log:RunLog",),
 }
 """Each group's root models (``module:Class``); the page lists the roots and every model they nest."""
 

@@ -358,8 +358,8 @@ def controls_banner(summary: dict[str, Any]) -> str:
 
 
 def model_name(results: dict[str, Any]) -> str | None:
-    """The target model of a run: lmms-eval's ``pretrained=``-like argument (else ``--model``), or
-    an ``edct run``'s target role (``openai-chat Qwen/Qwen3-VL-8B-Instruct``)."""
+    """The target model of a run: lmms-eval's ``pretrained=``-like argument (else ``--model``) of
+    an lmms-eval target, or an ``edct run``'s target role (``openai-chat Qwen/Qwen3-VL-8B-Instruct``)."""
     from edct_task.run.lmms_results import model_name_from_args
 
     config = results.get("config") if isinstance(results.get("config"), dict) else {}
@@ -372,6 +372,8 @@ def model_name(results: dict[str, Any]) -> str | None:
     target = roles.get("target") if isinstance(roles.get("target"), dict) else None
     if not target:
         return None
+    if target.get("backend") == "lmms-eval" and isinstance(target.get("model"), str):  # loop or export
+        return model_name_from_args(str(target.get("model_args") or "")) or target["model"]
     detail = target.get("model") or target.get("behavior") or target.get("pretrained")
     return f"{target.get('backend', '?')}" + (f" {detail}" if detail else "")
 

@@ -58,9 +58,7 @@ def read_repeated_runs(paths: list[Path]) -> list[Results]:
         if not p.exists():
             raise ConfigError(f"{p} does not exist: pass run output folders or their results.json")
         try:
-            loaded = load_run(p)
-            if loaded.kind != "edct":
-                raise ConfigError(f"{p}: an lmms-eval output folder; stability reads `edct run` folders")
+            loaded = load_run(p)  # lmms-eval output: the run folder its logs name
             f = loaded.results_file or p
             data = check_results(f, loaded.results)
             assert loaded.log is not None  # an edct run folder has its run log

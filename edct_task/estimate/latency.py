@@ -129,8 +129,8 @@ class RunStats:
 
 def from_run(folder: Path) -> RunStats:
     """Per-stage call statistics of a finished run folder, read through ``run.outputs.load_run``
-    (an ``edct run`` folder, or an lmms-eval output folder whose results file carries the fast
-    path's ``edct`` block); a folder or file that is not one is one ``ConfigError`` line."""
+    (an ``edct run`` folder, or an lmms-eval output folder: the run folder its logs name); a folder
+    or file that is not one is one ``ConfigError`` line."""
     from edct_task.run.outputs import RunReadError, call_seconds, load_run
 
     try:

@@ -4,11 +4,13 @@ Members::
 
     bundle.json            format, model, setup identity, claimed scores, scoring parameters,
                            package versions, the SHA-256 of every other member, and ``digest``
-    results.json           the run's own results file (``edct run`` results.json, or lmms-eval's)
+    results.json           the run folder's results.json (bundles made by edct-bench 0.2.0 of an
+                           lmms-eval output folder, kind ``lmms``: lmms-eval's results file)
     samples.jsonl          every sample record (one ``SampleRecord`` per line)
     dataset_manifest.json  id, domain, image hash and question hash of every sample, and its digest
     images.json            image id of every image the records reference (original + attempts)
-    setup_source.json      the setup as the run recorded it (lmms-eval runs: the logged ``edct.setup``)
+    setup_source.json      kind ``lmms`` bundles only (edct-bench 0.2.0): the setup lmms-eval's logged
+                           samples recorded
     controls.jsonl         the known-answer controls' records (``edct run`` folders that have them:
                            the board re-derives the results' ``controls`` block and its verdict)
     images/<ref>.png       the images themselves (``--with-images`` only; ref = the image store's
@@ -50,11 +52,11 @@ from edct_task.reporting.sources import (
     DEFAULT_RESAMPLES,
     EdctRun,
     ReportInputError,
+    edct_run_from_results,
     edct_runs_from_lmms,
-    read_edct_run,
 )
 from edct_task.run.log import installed_versions
-from edct_task.run.outputs import CONTROLS_FILE, RESULTS_FILE, SAMPLES_FILE, image_files
+from edct_task.run.outputs import CONTROLS_FILE, RESULTS_FILE, LoadedRun, image_files
 from edct_task.scoring.results import as_json
 
 FORMAT = "edct-bundle"
@@ -182,46 +184,37 @@ class Bundle:
         return block if isinstance(block, dict) else None
 
 
-def _run_of(path: Path) -> tuple[EdctRun, dict[str, Any], dict[str, Any] | None, str]:
-    """(EDCT result, the run's results file, the setup as recorded, kind) of a run folder."""
-    if (path / RESULTS_FILE).is_file() and (path / SAMPLES_FILE).is_file():
-        from edct_task.run.outputs import load_run
-
-        return read_edct_run(path), load_run(path).results, None, "edct"
+def _run_of(path: Path) -> tuple[EdctRun, LoadedRun]:
+    """(EDCT result, run folder) of an ``edct run`` folder, or of the run folder that an lmms-eval
+    output folder's logs name: flagged where lmms-eval's own per-task values in its results files
+    disagree with that run folder's records."""
     from edct_task.run.lmms_results import find_results_files, read_results_file
+    from edct_task.run.outputs import load_run
 
-    runs = []
-    for file in find_results_files(path):
-        results = read_results_file(file)
-        for run in edct_runs_from_lmms(results, results.model_key, results.model_name):
-            if run.records:
-                runs.append((run, results.raw, file))
-    if not runs:
-        raise BundleError(
-            f"{path}: no `edct run` folder (results.json + samples.jsonl) and no lmms-eval results "
-            "of an EDCT task with logged samples (run lmms-eval with --log_samples)"
-        )
-    if len(runs) > 1:
-        raise BundleError(
-            f"{path}: holds {len(runs)} EDCT runs ({', '.join(str(f) for *_, f in runs)}); "
-            "pass the folder of one"
-        )
-    run, raw, _ = runs[0]
-    return run, raw, run.setup_source, "lmms"
+    loaded = load_run(path)
+    run = edct_run_from_results(loaded.results, loaded.records, source=str(loaded.path), kind="edct-run")
+    if path.is_dir() and not (path / RESULTS_FILE).exists():  # lmms-eval output
+        for file in find_results_files(path):
+            results = read_results_file(file)
+            for named in edct_runs_from_lmms(results, results.model_key, results.model_name):
+                if named.run_dir is not None and Path(named.run_dir) == loaded.path:
+                    run.flags += [f for f in named.flags if f not in run.flags]
+    return run, loaded
 
 
 def create_bundle(run_path: Path, out: Path, *, with_images: bool = False) -> dict[str, Any]:
-    """Pack the run at ``run_path`` into ``out``; return ``bundle.json``."""
+    """Pack the run at ``run_path`` (an ``edct run`` folder, or lmms-eval output naming one) into
+    ``out``; return ``bundle.json``."""
     from edct_task.run.lmms_results import ResultsFileError
-    from edct_task.run.outputs import RunReadError, load_run
+    from edct_task.run.outputs import RunReadError
 
     try:
-        run, results, setup_source, kind = _run_of(run_path)
+        run, loaded = _run_of(run_path)
     except (ReportInputError, ResultsFileError, RunReadError) as exc:
         raise BundleError(str(exc)) from None
     if run.flags:
         raise BundleError(f"{run_path}: cannot bundle an inconsistent run: {'; '.join(run.flags)}")
-    records = run.records
+    records, results = run.records, loaded.results
     manifest = dataset_manifest(records)
     refs = _image_refs(records)
     members: dict[str, bytes] = {
@@ -230,19 +223,10 @@ def create_bundle(run_path: Path, out: Path, *, with_images: bool = False) -> di
         "dataset_manifest.json": json.dumps(manifest, indent=2).encode("utf-8"),
         "images.json": json.dumps({"images": refs}, indent=2).encode("utf-8"),
     }
-    if kind == "edct" and (run_path / CONTROLS_FILE).is_file():
-        try:
-            controls = load_run(run_path).controls
-        except RunReadError as exc:
-            raise BundleError(str(exc)) from None
-        members[CONTROLS_FILE] = "".join(c.model_dump_json() + "\n" for c in controls).encode("utf-8")
-    if setup_source is not None:
-        members["setup_source.json"] = json.dumps(setup_source, indent=2, ensure_ascii=False).encode("utf-8")
+    if (loaded.path / CONTROLS_FILE).is_file():
+        controls = "".join(c.model_dump_json() + "\n" for c in loaded.controls)
+        members[CONTROLS_FILE] = controls.encode("utf-8")
     if with_images:
-        try:
-            loaded = load_run(run_path)
-        except RunReadError as exc:
-            raise BundleError(str(exc)) from None
         missing = []
         for ref in refs:
             try:
@@ -258,12 +242,12 @@ def create_bundle(run_path: Path, out: Path, *, with_images: bool = False) -> di
                 f"{run_path}: --with-images, but {len(missing)} image(s) are not in the run folder or its "
                 f"image store (first: {missing[0]}); bundle without --with-images or restore the images"
             )
-    model = _model_identity(kind, run, results)
+    model = {"key": run.model_key, "name": run.model_name, "identity": results["config"]["roles"]["target"]}
     meta: dict[str, Any] = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "kind": kind,
+        "kind": "edct",
         "task": run.task,
         "model": model,
         "setup": {**run.setup, "target": model["identity"]},
@@ -271,11 +255,9 @@ def create_bundle(run_path: Path, out: Path, *, with_images: bool = False) -> di
             role: ident
             for role, ident in ((results.get("config") or {}).get("backends") or {}).items()
             if role != "target"
-        }
-        if kind == "edct"
-        else None,
+        },
         "claimed": as_json(run.summary),
-        "lmms_claims": _lmms_claims(results) if kind == "lmms" else None,
+        "lmms_claims": None,
         "scoring": {"seed": int(run.seed or 0), "n_resamples": _resamples(results)},
         "versions": installed_versions(_VERSIONED),
         "images_included": with_images,
@@ -289,27 +271,6 @@ def create_bundle(run_path: Path, out: Path, *, with_images: bool = False) -> di
 def _resamples(results: dict[str, Any]) -> int:
     value = results.get("bootstrap_resamples") or (results.get("config") or {}).get("bootstrap_resamples")
     return int(value) if value else DEFAULT_RESAMPLES
-
-
-def _model_identity(kind: str, run: EdctRun, results: dict[str, Any]) -> dict[str, Any]:
-    if kind == "edct":
-        target = results["config"]["roles"]["target"]
-        return {"key": run.model_key, "name": run.model_name, "identity": target}
-    config = results.get("config") or {}
-    identity = {"model": config.get("model"), "model_args": config.get("model_args")}
-    return {"key": run.model_key, "name": run.model_name, "identity": identity}
-
-
-def _lmms_claims(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per task, the EDCT metrics lmms-eval wrote (``<metric>,none``)."""
-    from edct_task.scoring.metrics import metric_names
-
-    out = {}
-    for task, entry in (results.get("results") or {}).items():
-        values = {m: entry[f"{m},none"] for m in metric_names() if f"{m},none" in entry}
-        if values:
-            out[task] = values
-    return out
 
 
 def write_zip(out: Path, meta: dict[str, Any], members: dict[str, bytes]) -> None:

@@ -347,7 +347,7 @@ def eee_record(
             "version": str(versions.get("edct-bench") or "unknown"),
             "additional_details": _strings(
                 {
-                    "host": "lmms-eval" if meta.get("kind") == "lmms" else "edct run",
+                    "host": "lmms-eval" if target.get("backend") == "lmms-eval" else "edct run",
                     "lmms_eval_version": versions.get("lmms-eval"),
                     "setup_id": setup_id(setup),
                     "setup_label": setup_label(setup),

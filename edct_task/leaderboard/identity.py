@@ -54,11 +54,12 @@ def target_identity(kind: str, target: Any) -> dict[str, str | None]:
     """(backend, model id, revision) of a verified target spec.
 
     ``edct`` runs record the target role (``{"backend", "model", "revision", …}``; calibration
-    targets have a ``behavior`` instead of a model); lmms-eval runs record the model class and
-    its ``model_args`` (``pretrained=org/name,revision=…``).
+    targets have a ``behavior`` instead of a model); lmms-eval runs (the ``lmms-eval`` backend of
+    a run folder, or a kind ``lmms`` bundle of edct-bench 0.2.0) record the model class and its
+    ``model_args`` (``pretrained=org/name,revision=…``).
     """
     spec = target if isinstance(target, Mapping) else {}
-    if kind == "lmms":
+    if kind == "lmms" or spec.get("backend") == "lmms-eval":
         args = _model_args(str(spec.get("model_args") or ""))
         model = next((args[k] for k in _MODEL_ARG_KEYS if args.get(k)), None)
         return {

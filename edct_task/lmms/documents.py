@@ -19,7 +19,7 @@ from PIL.Image import DecompressionBombError
 from edct_task.bench_data.format import ENV_DATA, BenchDataError
 from edct_task.core.errors import ConfigError
 from edct_task.core.records import SampleInput, SampleRecord
-from edct_task.lmms import export
+from edct_task.lmms import state
 
 STUB_COLUMN = "edct_stub"
 """Column of the placeholder file the ``edct_bench_*`` YAMLs load before ``process_docs``."""
@@ -80,11 +80,11 @@ def calibration_docs(dataset: Any) -> Any:
 
     Images are stored in the EDCT image store first, so the PNG bytes in the documents keep the
     scene graph the calibration editor and oracle read (a plain PIL re-encode would drop it).
-    During an export (``lmms.export``) the documents are the run's items, without images.
+    During an export (``state.replay``) the documents are the run's items, without images.
     """
     import datasets
 
-    replay = export.active()
+    replay = state.replay()
     if replay is not None:
         return datasets.Dataset.from_list(replay.docs.get("edct_calibration", []), features=_doc_features())
     rows = list(dataset)
@@ -133,7 +133,7 @@ def _bench_docs(dataset: Any, task: str, domain: str) -> Any:
     from edct_task.lmms.settings import hook_config
     from edct_task.roles import refuse_calibration_roles
 
-    replay = export.active()
+    replay = state.replay()
     if replay is not None:
         return datasets.Dataset.from_list(replay.docs.get(task, []), features=_doc_features())
     loaded = dataset if STUB_COLUMN not in dataset.column_names else load_bench(os.environ.get(ENV_DATA))

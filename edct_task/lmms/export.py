@@ -12,55 +12,20 @@ aggregations, group consolidation and ``EvaluationTracker`` produce the files.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import os
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from edct_task.core.errors import UserError
 from edct_task.core.records import SampleRecord
+from edct_task.lmms import state
 from edct_task.lmms.tasks import requested_tasks, task_folders, tasks_of_records
-from edct_task.run.log import LmmsRunBlock, RunLog
-
-
-@dataclass(frozen=True)
-class Replay:
-    """What the task hooks answer while an export runs: each task's documents (the records' items,
-    no image) and each document's finished record."""
-
-    docs: dict[str, list[dict[str, Any]]]
-    records: dict[str, SampleRecord]
-    setup: dict[str, Any]
-    """The setup each logged sample carries (``edct.setup``)."""
-
-
-_ACTIVE: Replay | None = None
-_LOCK = threading.Lock()
-
-
-def active() -> Replay | None:
-    """The replay in progress (read by the hooks; lmms-eval scores documents in a thread pool)."""
-    return _ACTIVE
-
-
-@contextmanager
-def replaying(replay: Replay) -> Iterator[Replay]:
-    global _ACTIVE
-    with _LOCK:
-        if _ACTIVE is not None:
-            raise RuntimeError("an lmms-eval export is already running in this process")
-        _ACTIVE = replay
-    try:
-        yield replay
-    finally:
-        _ACTIVE = None
+from edct_task.run.log import RunLog
+from edct_task.run.outputs import RUN_KEY
 
 
 def doc_of(record: SampleRecord) -> dict[str, Any]:
@@ -76,20 +41,6 @@ def doc_of(record: SampleRecord) -> dict[str, Any]:
         "source_id": s.metadata.get("source_id", ""),
         "metadata": json.dumps(meta, sort_keys=True),
         "image": None,
-    }
-
-
-def setup_of(log: RunLog, run_dir: Path) -> dict[str, Any]:
-    """The setup every logged sample carries: what the run log says besides the target."""
-    roles = {r: s for r, s in log.config.roles.items() if r != "target"}
-    target = log.config.backends.get("target") or {}
-    return {
-        "roles": roles,
-        "protocol": log.config.protocol.model_dump(mode="json"),
-        "verification": log.config.verification.model_dump(mode="json"),
-        "prompt_versions": log.prompt_versions,
-        "target_rendering": target.get("rendering", "multi-turn"),
-        "run_dir": str(run_dir.resolve()),
     }
 
 
@@ -142,9 +93,9 @@ def export(
     }
     docs = {task: rows for task, rows in docs.items() if rows}
     names = requested_tasks(tasks) if len(docs) == len(per_task) else list(docs)
-    replay = Replay(docs, {r.sample.id: r for r in records}, setup_of(log, run_dir))
+    replay = state.Replay(docs, {r.sample.id: r for r in records}, str(run_dir.resolve()))
     manager = TaskManager("WARNING", include_path=task_folders(), include_defaults=False)
-    with replaying(replay):
+    with state.replaying(replay):
         results = simple_evaluate(
             model=replay_model(),
             tasks=names,
@@ -155,16 +106,7 @@ def export(
         )
     samples = results.pop("samples", None)
     results["config"].update(model=target.get("model", "?"), model_args=target.get("model_args", ""))
-    results["edct"] = LmmsRunBlock(
-        **{k: replay.setup[k] for k in ("roles", "protocol", "verification", "prompt_versions", "run_dir")},
-        target_rendering=replay.setup["target_rendering"],
-        limits=log.config.limits,
-        target=target,
-        calls=log.calls,
-        judge_health=log.judge_health,
-        versions=log.versions,
-        wall_seconds=log.wall_seconds,
-    ).model_dump(mode="json")
+    results[RUN_KEY] = {"run_dir": replay.run_dir}  # the run folder: the one EDCT format
     tracker = EvaluationTracker(output_path=str(output_path))
     tracker.general_config_tracker.log_experiment_args(
         model_source=str(target.get("model", "edct")),
@@ -228,9 +170,9 @@ class ExportProcess:
     """:func:`export` of a finished run folder in a child process, for ``edct run --model``.
 
     :meth:`start` (called as the run's samples start) launches ``python -m edct_task.lmms.export``,
-    which imports lmms-eval's evaluator and task index (``WARM_MODULES``: seconds of ``evaluate``,
-    ``datasets`` and transformers) on another core while the run waits on its models, instead of
-    after the run or competing with it for this process's interpreter. :meth:`export` then hands
+    which imports lmms-eval's evaluator (seconds of ``evaluate``, ``datasets`` and transformers)
+    on another core while the run waits on its models, instead of after the run or competing with
+    it for this process's interpreter. :meth:`export` then hands
     it the finished run folder, which it reads with ``load_run`` like every other reader, and
     returns the tables it printed; lmms-eval's own warnings reach this process's stderr.
     """
@@ -279,29 +221,17 @@ class ExportProcess:
 _FAILED = "edct-export-failed: "
 """The child's last line when its export failed (followed by why)."""
 
-WARM_MODULES = (
-    "lmms_eval.evaluator",
-    "lmms_eval.loggers",
-    "lmms_eval.tasks.amber_g.utils",  # what lmms-eval's stderr_for_metric imports on first use
-    "lmms_eval.tasks.coco_cap_chair.utils",
-    "edct_task.lmms.hooks",
-    "edct_task.run.outputs",
-)
-"""What the export's process imports before it is handed the run folder."""
-
 
 def serve() -> int:
     """The child of :class:`ExportProcess`: import, wait for the job, export, print the tables."""
-    import gc
     import signal
 
     # Ctrl-C reaches the whole process group: the parent stops this child (closes its stdin or
     # kills it), so the child never prints a KeyboardInterrupt traceback of its own
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    for name in WARM_MODULES:
-        with contextlib.suppress(Exception):  # lmms-eval's optional extras; the export says what fails
-            importlib.import_module(name)
-    gc.freeze()  # what the imports made is never garbage: lmms-eval's two gc.collect() skip it
+    with contextlib.suppress(Exception):  # what the export calls; if it cannot import, the export says why
+        import lmms_eval.evaluator
+        import lmms_eval.loggers  # noqa: F401
     line = sys.stdin.readline()
     if not line.strip():  # the run ended without an export
         return 0

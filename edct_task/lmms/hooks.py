@@ -15,7 +15,7 @@ Rounds after the first end with a short image tag (the image's content hash) so 
 of a document has a distinct text: lmms-eval's response cache hashes text, not images.
 
 During an export (``lmms.export``: lmms-eval's own evaluator writing the files of a finished run)
-each document is answered with its finished record at once.
+each document is answered with its finished record at once (``state.replay``).
 
 Non-target roles come from an EDCT config file (``$EDCT_CONFIG``; default: the calibration
 roles) and are validated when the task's documents are loaded. Metric names come from
@@ -33,7 +33,7 @@ from edct_task.core.requests import AskTarget, Request
 from edct_task.engine.dispatch import Dispatcher
 from edct_task.engine.drive import SampleRun
 from edct_task.engine.protocol import ProtocolConfig
-from edct_task.lmms import export
+from edct_task.lmms import state
 from edct_task.lmms.documents import IMAGE_ERRORS, doc_image_and_notes, sample_of, unreadable_record
 from edct_task.lmms.results import final_response, parse_final, record_results
 from edct_task.lmms.settings import settings
@@ -125,7 +125,7 @@ def doc_to_text(
     previous_round_info: dict | None = None,
 ) -> Any:
     """The agentic callback: the question first, then one EDCT target turn per round."""
-    replay = export.active()
+    replay = state.replay()
     if replay is not None:  # an export: the document's finished record is its response
         if round_idx is None:
             return ""
@@ -146,21 +146,21 @@ def doc_to_text(
             ref = s.images.put(image)
         except IMAGE_ERRORS as exc:  # a bad image costs this document: its error record, no model call
             record = quoted(unreadable_record(doc, exc))
-            state = {"sample": record.sample.id, "rounds": 0, "status": record.status}
-            return None, None, True, [*outputs, final_response(record)], {"state": state}  # type: ignore[arg-type]
+            progress = {"sample": record.sample.id, "rounds": 0, "status": record.status}
+            return None, None, True, [*outputs, final_response(record)], {"state": progress}  # type: ignore[arg-type]
         session = Session(sample_of(doc, ref, notes), s.protocol, s.dispatcher)
     if session.pending is None:  # should not happen: the loop stops at the terminal round
         return None, None, True, [*outputs, final_response(session.record)], info  # type: ignore[arg-type]
     session.answer(reply if isinstance(reply, str) else str(reply))
     nxt = session.pending
-    state = {"sample": session.sample.id, "rounds": session.rounds}
+    progress = {"sample": session.sample.id, "rounds": session.rounds}
     if nxt is None:
         assert session.record is not None
-        state["status"] = session.record.status
-        return None, None, True, [*outputs, final_response(quoted(session.record))], {"state": state}
-    state["next"] = nxt.purpose
+        progress["status"] = session.record.status
+        return None, None, True, [*outputs, final_response(quoted(session.record))], {"state": progress}
+    progress["next"] = nxt.purpose
     visuals = [settings().images.get(ref) for ref in target_images(nxt)]
-    return visuals, turn_text(nxt, first=False), False, None, {"state": state, "edct_session": session}
+    return visuals, turn_text(nxt, first=False), False, None, {"state": progress, "edct_session": session}
 
 
 # ----------------------------------------------------------------------------- scoring
@@ -172,16 +172,16 @@ def quoted(record: SampleRecord) -> SampleRecord:
 
 
 def process_results(doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
-    """Scores of one document: the metrics it counts for, counts, and the audit digest; the
-    record is appended to the EDCT run folder first (not during an export).
+    """Scores of one document: the metrics it counts for, counts, and where its record is kept;
+    the record is appended to the EDCT run folder first (not during an export: it is there).
 
     A metric the sample does not count for (None) is left out, so lmms-eval's ``mean`` skips it.
     """
     record = parse_final(doc, results)
-    replay = export.active()
+    replay = state.replay()
     if replay is not None:
-        return record_results(record, replay.setup)
+        return record_results(record, replay.run_dir)
     s = settings()
     record = quoted(record)
     s.run.append(record)
-    return record_results(record, s.describe())
+    return record_results(record, str(s.run.path))

@@ -19,12 +19,14 @@ from __future__ import annotations
 import functools
 import importlib.abc
 import importlib.util
+import inspect
 import logging
 import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from edct_task.lmms import state
 from edct_task.lmms.turns import parse_turn
 from model_adapters.contracts import ChatMessage, Completion, GenerationParams
 
@@ -109,7 +111,7 @@ def _patch(tasks_module: Any) -> bool:
         )
         given = {str(p).rstrip("/") for p in paths}
         paths += [folder for folder in task_folders() if folder not in given]
-        loop_preflight()  # lmms-eval's CLI builds its TaskManager before it loads the model
+        watch_evaluations()  # lmms-eval's evaluator is loaded whole by now
         return original(self, include_path=paths, include_defaults=include_defaults)
 
     setattr(initialize_tasks, _PATCHED, True)
@@ -117,50 +119,59 @@ def _patch(tasks_module: Any) -> bool:
     return True
 
 
-def loop_preflight() -> None:
+EVALUATOR_MODULE = "lmms_eval.evaluator"
+
+
+def watch_evaluations() -> None:
+    """Wrap lmms-eval's ``simple_evaluate`` (once): each call runs with its arguments as the
+    hooks' invocation (``state.invoked``), and a command-line call whose model cannot run here
+    stops first (``preflight``). lmms-eval's command line calls it through its module, after it has
+    built a ``TaskManager`` (which calls this): so the wrapper sees every command-line run."""
+    module = sys.modules.get(EVALUATOR_MODULE)
+    original = getattr(module, "simple_evaluate", None)
+    if original is None or getattr(original, _PATCHED, False):
+        return
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def simple_evaluate(*args: Any, **kwargs: Any) -> Any:
+        try:
+            arguments = {**signature.bind_partial(*args, **kwargs).arguments, **kwargs}
+        except TypeError:  # lmms-eval's own call says what is wrong with its arguments
+            return original(*args, **kwargs)
+        call = state.Invocation.of_call(arguments)
+        with state.invoked(call):
+            if call.command_line:
+                preflight(call)
+            return original(*args, **kwargs)
+
+    setattr(simple_evaluate, _PATCHED, True)
+    module.simple_evaluate = simple_evaluate  # type: ignore[union-attr]
+
+
+def preflight(call: state.Invocation) -> None:
     """``lmms-eval --model M --tasks <an EDCT task>`` on a machine where ``M`` cannot run (a CUDA
     default without a CUDA device: ``lmms_eval_target.cuda_problem``) stops here, before lmms-eval
     loads the model, in one line and with exit code 2: lmms-eval itself would load it, fail on
-    every request, print a traceback and exit 0. Only lmms-eval's own command line is checked."""
-    if not _lmms_eval_command():
-        return
-    from edct_task.lmms.documents import TaskLoadError
-    from edct_task.lmms.settings import lmms_cli
-    from edct_task.lmms.tasks import edct_tasks, requested_tasks
+    every request, print a traceback and exit 0."""
+    from edct_task.lmms.tasks import edct_tasks
 
-    cli = lmms_cli()
-    if not cli.get("model") or not set(requested_tasks(cli.get("tasks", ""))) & set(edct_tasks()):
+    if not call.model or not set(call.tasks) & set(edct_tasks()):
         return
     from lmms_eval.models import get_model
 
+    from edct_task.lmms.documents import TaskLoadError
     from model_adapters.lmms_eval_target import cuda_problem
 
     try:
-        cls = get_model(cli["model"])
+        cls = get_model(call.model)
     except Exception:  # an unknown model: lmms-eval says so itself
         return
-    problem = cuda_problem(cls, cli["model"], cli.get("model_args", ""), _cli_device())
+    problem = cuda_problem(cls, call.model, call.model_args, call.device)
     if problem is not None:
         message = f"edct: {problem}"
         print(message, file=sys.stderr, flush=True)
         raise TaskLoadError(message)
-
-
-def _lmms_eval_command() -> bool:
-    """Whether this process is lmms-eval's command line (``lmms-eval …`` or ``python -m lmms_eval``)."""
-    main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", None)
-    return getattr(spec, "name", "") in ("lmms_eval.__main__", "lmms_eval") or (
-        bool(sys.argv) and sys.argv[0].rsplit("/", 1)[-1] == "lmms-eval"
-    )
-
-
-def _cli_device() -> str | None:
-    import argparse
-
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--device", default=None)
-    return parser.parse_known_args(sys.argv[1:])[0].device
 
 
 def _warn(why: str) -> None:

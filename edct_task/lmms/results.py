@@ -1,7 +1,10 @@
 """What one lmms-eval document scores: the final response (the sample record as JSON), the values
-of every metric, the counts and the audit digest logged with each sample.
+of every metric, the counts, and where the record is kept (the EDCT run folder).
 
-Used by the task's ``process_results`` hook, on lmms-eval's loop and in an export alike.
+Used by the task's ``process_results`` hook, on lmms-eval's loop and in an export alike. The EDCT
+run folder is the one EDCT format: lmms-eval's logs carry the metric values and, under
+``RUN_KEY``, the run folder's path and the sample's id, never a second copy of the record's
+content (``run.outputs.load_run`` reads an lmms-eval output folder through the run folder it names).
 """
 
 from __future__ import annotations
@@ -10,14 +13,10 @@ from typing import Any
 
 from edct_task.core.records import SampleRecord
 from edct_task.lmms.documents import sample_of
-from edct_task.run.digest import sample_digest
-from edct_task.run.outputs import final_record
+from edct_task.run.outputs import RUN_KEY, final_record
 from edct_task.scoring import metrics as scoring
 
 COUNT_NAMES = ("n_scored", "n_excluded", "n_unscored", "n_error")
-SETUP_NAME = "edct"
-"""Key whose per-sample value is the audit digest with the full setup (logged with each sample);
-it has no task-level value (``edct_task.lmms.aggregation.audit``)."""
 
 
 def final_response(record: SampleRecord) -> str:
@@ -38,13 +37,13 @@ def parse_final(doc: dict[str, Any], response: object) -> SampleRecord:
 
 def metric_names() -> list[str]:
     """Every metric the task YAML declares, in order."""
-    return [*scoring.metric_names(), *COUNT_NAMES, SETUP_NAME]
+    return [*scoring.metric_names(), *COUNT_NAMES, RUN_KEY]
 
 
-def record_results(record: SampleRecord, setup: dict[str, Any]) -> dict[str, Any]:
-    """What ``process_results`` returns for one record."""
+def record_results(record: SampleRecord, run_dir: str) -> dict[str, Any]:
+    """What ``process_results`` returns for one record kept in the EDCT run folder ``run_dir``."""
     out: dict[str, Any] = {k: v for k, v in scoring.sample_values(record).items() if v is not None}
     for name in COUNT_NAMES:
         out[name] = int(record.status == name[2:])
-    out[SETUP_NAME] = {**sample_digest(record, setup.get("run_dir")), "setup": setup}
+    out[RUN_KEY] = {"run_dir": run_dir, "id": record.sample.id}
     return out

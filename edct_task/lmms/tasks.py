@@ -24,6 +24,7 @@ from typing import Any
 from edct_task.bench_data import domains as registry
 from edct_task.bench_data.domain import Domain
 from edct_task.core.errors import ConfigError
+from edct_task.lmms import state
 from task_configs import calibration_index
 
 GROUP = "edct_bench"
@@ -59,9 +60,6 @@ def task_yaml(domain: Domain, task_dir: str = "") -> str:
     )
 
 
-_generated: dict[tuple[str, ...], Path] = {}
-
-
 def task_folders() -> list[str]:
     """The folders lmms-eval indexes for the EDCT tasks: ``task_configs/``, and a folder of this
     process holding the YAML of every registered domain that ``task_configs/`` does not ship."""
@@ -70,14 +68,16 @@ def task_folders() -> list[str]:
     extra = tuple(d.name for d in registry.domains() if not (TASK_DIR / f"{d.task}.yaml").is_file())
     if not extra:
         return [str(TASK_DIR)]
-    if extra not in _generated:
+
+    def make() -> Path:
         folder = Path(tempfile.mkdtemp(prefix="edct-domain-tasks-"))
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
         for record in registry.domains():
             if record.name in extra:
                 (folder / f"{record.task}.yaml").write_text(task_yaml(record, str(TASK_DIR)), "utf-8")
-        _generated[extra] = folder
-    return [str(TASK_DIR), str(_generated[extra])]
+        return folder
+
+    return [str(TASK_DIR), str(state.task_folder(extra, make))]
 
 
 def requested_tasks(tasks: str) -> list[str]:

@@ -19,7 +19,16 @@ from edct_task.reporting.benchmarks import BenchmarkScore, benchmark_score, is_e
 from edct_task.reporting.setup import dataset_manifest, host_of, setup_id, setup_identity, target_rendering
 from edct_task.run.lmms_results import ResultsFile, ResultsFileError, find_results_files, read_results_file
 from edct_task.run.log import partial_label
-from edct_task.run.outputs import RESULTS_FILE, RunReadError, find_files, load_run, read_logged_samples
+from edct_task.run.outputs import (
+    RESULTS_FILE,
+    RUN_KEY,
+    RunReadError,
+    exported_run,
+    find_files,
+    load_named_run,
+    load_run,
+    logged_runs,
+)
 from edct_task.scoring.metrics import metric_names, summarise
 from edct_task.scoring.results import Counts, MetricValue, Results, ScoreBlock
 
@@ -54,10 +63,8 @@ class EdctRun:
     """Where the overall numbers come from (file and key, or the recomputation)."""
     records: list[SampleRecord] = field(repr=False, default_factory=list)
     flags: list[str] = field(default_factory=list)
-    setup_source: dict[str, Any] | None = None
-    """The setup as an lmms-eval run recorded it (roles, protocol, verification, prompt versions)."""
     run_dir: str | None = field(default=None, repr=False)
-    """lmms-eval runs: the EDCT run folder they were written with (the export's, the loop's)."""
+    """lmms-eval runs: the EDCT run folder their logs name (the export's, the loop's)."""
     controls: dict[str, Any] | None = None
     """The run's known-answer controls block (``results.json``'s ``controls``,
     ``scoring.controls.summarise_controls``); None for a run made before controls and for lmms-eval
@@ -212,103 +219,129 @@ def _claimed(results: ResultsFile, task: str) -> dict[str, float | None]:
 
 
 def edct_runs_from_lmms(results: ResultsFile, model_key: str, model_name: str) -> list[EdctRun]:
-    """One EdctRun per top-level EDCT task of an lmms-eval results file."""
-    out = []
+    """The EDCT runs of an lmms-eval results file: one per EDCT run folder its EDCT tasks' logged
+    samples name (else the one an export's ``edct.run_dir`` names), read as that run folder and
+    flagged wherever lmms-eval's own per-task values disagree with its records; a top-level EDCT
+    task whose logs name no run folder is the results file's own numbers, without intervals.
+    A run folder named but not readable (moved, deleted, a link) is one ``ReportInputError``."""
+    try:
+        return _runs_from_lmms(results, model_key, model_name)
+    except RunReadError as exc:
+        raise ReportInputError(str(exc)) from None
+
+
+def _runs_from_lmms(results: ResultsFile, model_key: str, model_name: str) -> list[EdctRun]:
     samples_files = results.samples_files()
-    export_setup = results.raw.get("edct") if isinstance(results.raw.get("edct"), dict) else None
+    logged: dict[str, dict[str, list[str]]] = {}  # run folder → leaf task → logged sample ids
+    tops: dict[str, list[str]] = {}  # run folder → its top-level tasks
+    out = []
     for top in results.top_level():
         if not is_edct_task(results.tasks[top]):
             continue
-        leaves = _edct_leaves(results, top)
-        flags: list[str] = []
-        by_leaf: dict[str, list[SampleRecord]] = {}
-        setup_raw = export_setup
-        missing = [t for t in leaves if t not in samples_files]
-        for leaf in leaves:
-            if leaf in samples_files:
-                try:  # the one decoder of runs (edct_task.run.outputs)
-                    by_leaf[leaf], logged_setup = read_logged_samples(samples_files[leaf])
-                except RunReadError as exc:
-                    raise ReportInputError(str(exc)) from None
-                if logged_setup is not None and "roles" in logged_setup:
-                    setup_raw = setup_raw or logged_setup
-        records = [r for leaf in leaves for r in by_leaf.get(leaf, [])]
-        protocol = dict((setup_raw or {}).get("protocol", {}))
-        seed = protocol.get("seed")
-        if missing or not records:
-            # no logged samples: the results file's own numbers, without intervals
-            entry = results.tasks[top]
-            metrics = {
-                m: MetricValue(estimate=v.value, low=None, high=None, n=None, method=None)
-                for m in metric_names()
-                if (v := entry.metrics.get(f"{m},none")) is not None
-            }
-            counts = Counts(
-                **{
-                    c[2:]: int(v.value)
-                    for c in ("n_scored", "n_excluded", "n_unscored", "n_error")
-                    if (v := entry.metrics.get(f"{c},none")) is not None and v.value is not None
-                }
-            )
-            summary = Results(overall=ScoreBlock(metrics=metrics, counts=counts))
-            flags.append(
-                f"{results.path}: no logged samples for {', '.join(missing or leaves)}: CIs and domains "
-                "unavailable (run lmms-eval with --log_samples)"
-            )
-            metric_source = f"{results.path}: results[{top!r}][<metric>,none]"
-        else:
-            summary = summarise(records, seed=int(seed or 0), n_resamples=DEFAULT_RESAMPLES)
-            metric_source = (
-                f"recomputed with edct_task.scoring.metrics.summarise(seed={int(seed or 0)}) from "
-                f"{len(records)} sample records logged in "
-                + ", ".join(str(samples_files[t].name) for t in leaves)
-            )
-            for leaf in leaves:
-                claimed = _claimed(results, leaf)
-                mine = summarise(by_leaf[leaf], seed=int(seed or 0), n_resamples=100).overall
-                for m, v in claimed.items():
-                    est = mine.estimate(m)
-                    if (v is None) != (est is None) or (v is not None and abs(v - est) > TOLERANCE):
-                        flags.append(
-                            f"{results.path}: {leaf} {m} is {v} in the results file but the logged "
-                            f"records give {est}"
-                        )
-        if setup_raw is None:
-            flags.append(f"{results.path}: no EDCT setup recorded (logged samples lack edct.setup)")
-        setup = setup_identity(
-            roles=(setup_raw or {}).get("roles", {}),
-            protocol=protocol,
-            verification=(setup_raw or {}).get("verification", {}),
-            prompt_versions=(setup_raw or {}).get("prompt_versions", {}),
-            dataset_digest=dataset_manifest(records)["digest"] if records else None,
-            rendering=target_rendering(records),
-        )
-        out.append(
-            EdctRun(
-                model_key=model_key,
-                model_name=model_name,
-                task=top,
-                summary=summary,
-                setup=setup,
-                seed=seed,
-                kind="lmms-eval",
-                source=str(results.path),
-                metric_source=metric_source,
-                records=records,
-                flags=flags,
-                setup_source=(
-                    {
-                        k: setup_raw[k]
-                        for k in ("roles", "protocol", "verification", "prompt_versions")
-                        if k in setup_raw
-                    }
-                    if setup_raw
-                    else None
-                ),
-                run_dir=(setup_raw or {}).get("run_dir"),
-            )
-        )
+        named: dict[str, dict[str, list[str]]] = {}
+        for leaf in [t for t in _edct_leaves(results, top) if t in samples_files]:
+            for run_dir, ids in logged_runs(samples_files[leaf]).items():
+                named.setdefault(run_dir, {})[leaf] = ids
+        if not named and (exported := exported_run(results.path)) is not None:
+            named[exported] = {}  # an export without --log_samples: its results file names the run
+        if not named:
+            out.append(_unlogged_run(results, top, model_key, model_name))
+        for run_dir, by_leaf in named.items():
+            logged.setdefault(run_dir, {}).update(by_leaf)
+            tops.setdefault(run_dir, []).append(top)
+    for run_dir, by_leaf in logged.items():
+        out.append(_named_run(results, run_dir, tops[run_dir], by_leaf, model_key, model_name))
     return out
+
+
+def _named_run(
+    results: ResultsFile,
+    run_dir: str,
+    tops: list[str],
+    by_leaf: dict[str, list[str]],
+    model_key: str,
+    model_name: str,
+) -> EdctRun:
+    """The run folder ``run_dir`` that the results file's tasks ``tops`` name, as lmms-eval's run
+    of the model; ``by_leaf``: the sample ids each leaf task logged."""
+    loaded = load_named_run(run_dir, results.path)
+    run = edct_run_from_results(loaded.results, loaded.records, source=run_dir, kind="edct-run")
+    for leaf, ids in by_leaf.items():
+        run.flags += _leaf_flags(results, leaf, ids, loaded.records, seed=int(run.seed or 0))
+    run.model_key, run.model_name = model_key, model_name
+    run.task = ", ".join(tops)
+    run.kind = "lmms-eval"
+    run.source = str(results.path)
+    run.run_dir = run_dir
+    logs = ", ".join(results.samples_files()[leaf].name for leaf in by_leaf) or f"{RUN_KEY}.run_dir"
+    run.metric_source = (
+        f"the EDCT run folder {run_dir} that {results.path.name} names ({logs}): its results.json, "
+        "checked against its sample records"
+    )
+    return run
+
+
+def _leaf_flags(
+    results: ResultsFile, leaf: str, ids: list[str], records: list[SampleRecord], *, seed: int
+) -> list[str]:
+    """Where lmms-eval's value of one leaf task is not what the run folder's records of the
+    samples that leaf logged give (estimates do not depend on the bootstrap: a few resamples)."""
+    wanted = set(ids)
+    mine = [r for r in records if r.sample.id in wanted]
+    missing = len(wanted - {r.sample.id for r in mine})
+    flags = []
+    if missing:
+        flags.append(f"{results.path}: {missing} sample(s) logged for {leaf} are not in the run folder")
+    own = summarise(mine, seed=seed, n_resamples=100).overall
+    for m, v in _claimed(results, leaf).items():
+        est = own.estimate(m)
+        if (v is None) != (est is None) or (v is not None and est is not None and abs(v - est) > TOLERANCE):
+            flags.append(
+                f"{results.path}: {leaf} {m} is {v} in the results file but the records of the "
+                f"run folder it names give {est}"
+            )
+    return flags
+
+
+def _unlogged_run(results: ResultsFile, top: str, model_key: str, model_name: str) -> EdctRun:
+    """A top-level EDCT task whose logs name no run folder: the results file's own numbers,
+    without intervals, domains or setup."""
+    entry = results.tasks[top]
+    metrics = {
+        m: MetricValue(estimate=v.value, low=None, high=None, n=None, method=None)
+        for m in metric_names()
+        if (v := entry.metrics.get(f"{m},none")) is not None
+    }
+    counts = Counts(
+        **{
+            c[2:]: int(v.value)
+            for c in ("n_scored", "n_excluded", "n_unscored", "n_error")
+            if (v := entry.metrics.get(f"{c},none")) is not None and v.value is not None
+        }
+    )
+    return EdctRun(
+        model_key=model_key,
+        model_name=model_name,
+        task=top,
+        summary=Results(overall=ScoreBlock(metrics=metrics, counts=counts)),
+        setup=setup_identity(
+            roles={},
+            protocol={},
+            verification={},
+            prompt_versions={},
+            dataset_digest=None,
+            rendering=target_rendering([]),
+        ),
+        seed=None,
+        kind="lmms-eval",
+        source=str(results.path),
+        metric_source=f"{results.path}: results[{top!r}][<metric>,none]",
+        flags=[
+            f"{results.path}: no logged samples of {top} name an EDCT run folder: CIs and domains "
+            "unavailable (run lmms-eval with --log_samples)",
+            f"{results.path}: no EDCT setup recorded (the run folder is unknown)",
+        ],
+    )
 
 
 # ----------------------------------------------------------------------------- collection
@@ -403,10 +436,22 @@ def collect(
 
 def _drop_twins(out: Collection) -> None:
     """One run, read once: lmms-eval results written with an EDCT run folder that is read too (the
-    export of ``edct run --model``, the loop path's ``<output_path>/edct``) are that run again."""
-    read = {Path(i["path"]).resolve() for i in out.inputs if i["kind"] == "edct-run"}
+    export of ``edct run --model``, the loop path's ``<output_path>/edct``), or that another
+    lmms-eval results file names too, are that run again; what lmms-eval's values say against it
+    (flags naming the results file) stays with the run that is kept."""
+    kept = {Path(r.source).resolve(): r for m in out.models.values() for r in m.edct if r.kind == "edct-run"}
     for model in out.models.values():
-        model.edct = [r for r in model.edct if not (r.run_dir and Path(r.run_dir).resolve() in read)]
+        runs = []
+        for r in model.edct:
+            folder = Path(r.run_dir).resolve() if r.run_dir else None
+            twin = kept.get(folder) if folder is not None else None
+            if twin is None:
+                runs.append(r)
+                if folder is not None:
+                    kept[folder] = r
+            else:
+                twin.flags += [f for f in r.flags if f.startswith(r.source) and f not in twin.flags]
+        model.edct = runs
     for key in [k for k, m in out.models.items() if not m.edct and not m.benchmarks]:
         del out.models[key]
 

@@ -52,12 +52,15 @@ class RunFolder:
     """The run log's ``config.data``: the host and what it ran (``{"source": "lmms-eval", …}``)."""
     started: float = field(default_factory=time.perf_counter)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _finished: list[str] = field(default_factory=list, repr=False)
+    _finished: dict[str, None] = field(default_factory=dict, repr=False)
+    _appended: dict[str, None] = field(default_factory=dict, repr=False)
+    """Ids appended in this process (in order), finished or not yet."""
 
     def append(self, record: SampleRecord) -> None:
         """One finished document: its line in ``samples.jsonl`` and its images in ``images/``."""
         line = (record.model_dump_json() + "\n").encode("utf-8")
         with self._lock:
+            self._appended[record.sample.id] = None
             place_images(self.path, [record], self.images)
             fd = os.open(self.path / SAMPLES_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
@@ -66,8 +69,13 @@ class RunFolder:
                 os.close(fd)
 
     def finish(self, ids: list[str], dispatcher: Dispatcher) -> None:
-        """Write ``samples.jsonl`` (the last record of every id in ``ids`` and of the ids finished
-        before in this process, in that order), ``controls.jsonl`` and ``results.json``.
+        """Write ``samples.jsonl`` (the last record of every id in ``ids``, of the ids finished
+        before in this process, and of the ids appended in this process and not finished yet, in
+        that order), ``controls.jsonl`` and ``results.json``.
+
+        A host finishes task by task (lmms-eval aggregates each task of a group once all of them are
+        scored): the records of a task not aggregated yet are this run's too, and are kept. A record
+        of an earlier run in the folder that this run neither appended nor finished is left out.
 
         The known-answer controls go through ``dispatcher`` here, once the documents are scored:
         a host drives the documents itself and gives the task no place to interleave them, so
@@ -76,9 +84,9 @@ class RunFolder:
         from edct_task.run.outputs import load_records
 
         with self._lock:
-            self._finished.extend(i for i in ids if i not in self._finished)
+            self._finished.update(dict.fromkeys(ids))
             latest = {r.sample.id: r for r in load_records(self.path / SAMPLES_FILE)}
-            records = [latest[i] for i in self._finished if i in latest]
+            records = [latest[i] for i in {**self._finished, **self._appended} if i in latest]
             calibration = bool(records) and all(
                 r.sample.metadata.get("source") == CALIBRATION_SOURCE for r in records
             )

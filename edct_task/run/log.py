@@ -1,5 +1,5 @@
-"""The typed run log: what ``edct run`` writes as ``results.json`` and embeds, as the ``edct``
-block, in lmms-eval's results; read back through ``edct_task.run.outputs.load_run``.
+"""The typed run log: what ``edct run`` (and lmms-eval's loop on our tasks) writes as a run
+folder's ``results.json``; read back through ``edct_task.run.outputs.load_run``.
 
 A pydantic model with a docstring per field and a schema version (inspect_ai's ``EvalLog``
 shape), typed down to the interval and the count: ``results`` is ``scoring.results.Results``,
@@ -221,21 +221,3 @@ def parse_run_log(payload: Any, source: Path | str) -> RunLog:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
         raise RunLogError(f"{source}: {where}: {first['msg']}") from None
-
-
-class LmmsRunBlock(_Log):
-    """The ``edct`` block of an lmms-eval export (``lmms.export``): what lmms-eval's own fields do
-    not say about the EDCT run it was written from."""
-
-    roles: dict[str, Any] = Field(description="Non-target role → backend spec (header values omitted).")
-    protocol: ProtocolConfig = Field(description="Every protocol setting that changes scores.")
-    verification: GateParams = Field(description="Every gate parameter.")
-    prompt_versions: dict[str, str] = Field(description="Prompt template name → content hash.")
-    target_rendering: str = Field(description="How the target received the conversation (``multi-turn`` …).")
-    run_dir: str = Field(description="The EDCT run folder (results.json, samples.jsonl, images/).")
-    limits: Limits = Field(description="Concurrency, batching and schedule.")
-    target: dict[str, Any] = Field(description="The lmms-eval model's identity (secret arguments omitted).")
-    calls: dict[str, Any] = Field(description="Backend calls, cache hits, failures and seconds per stage.")
-    judge_health: dict[str, Any] = Field(description="As in ``RunLog.judge_health``.")
-    versions: dict[str, str] = Field(description="Package versions.")
-    wall_seconds: float = Field(description="Wall time of the run.")

@@ -1,24 +1,24 @@
 """What a finished run left on disk, read back: records, results and image files.
 
-Two kinds of run are read:
+A run is an EDCT run folder: ``results.json``, ``samples.jsonl`` (one ``SampleRecord`` per line)
+and ``images/<sample folder>/`` (``sample_folder`` names it), written by ``edct run`` / ``edct
+demo`` and by lmms-eval's loop on our tasks alike. It is the one EDCT format.
 
-``edct``
-    an ``edct run`` / ``edct demo`` output folder: ``results.json``, ``samples.jsonl`` (one
-    ``SampleRecord`` per line) and ``images/<sample folder>/`` (``sample_folder`` names it).
-``lmms``
-    an lmms-eval output folder written with ``--log_samples``: ``[<model>/]<date>_results.json``
-    and ``<date>_samples_<task>.jsonl``, whose final responses are the sample records and whose
-    ``edct`` setup names the EDCT run folder holding the images (``run_dir``).
-
+An lmms-eval output folder (``[<model>/]<date>_results.json`` and, with ``--log_samples``,
+``<date>_samples_<task>.jsonl``) is read through the run folder its logs name: every logged sample
+of an EDCT task names it at ``edct.run_dir`` (``RUN_KEY``), an export's results file at
+``edct.run_dir`` too; lmms-eval's logs carry the metric values, never a second copy of the
+records (``logged_runs`` reads one sample log; ``final_record`` is the lmms-eval hooks' decoder of
+the final response they hand lmms-eval).
 
 ``load_run`` is the one decoder of runs: report, audit, export, annotate, agreement, submit,
 leaderboard, ``estimate --latencies-from``, stability and the tiny-VLM comparison read runs
-through it (``read_logged_samples`` is its decoder of one lmms-eval sample log, which ``edct
-report`` also calls per results file); a test greps the product for any other. It reads hostile
-folders safely: only regular files (no links, FIFOs or devices), each read bounded
-(``checks.MAX_JSON_BYTES``; a JSONL file line by line, ``checks.read_lines``: one line of at
-most ``checks.MAX_LINE_BYTES`` in memory, never the whole file), the folder walked to a bounded depth without
-following links; every bad input is one ``RunReadError`` line naming the file and the line.
+through it; a test greps the product for any other. It reads hostile folders safely: only regular
+files (no links, FIFOs or devices), each read bounded (``checks.MAX_JSON_BYTES``; a JSONL file line
+by line, ``checks.read_lines``: one line of at most ``checks.MAX_LINE_BYTES`` in memory, never the
+whole file), the folder walked to a bounded depth without following links, a run folder that
+lmms-eval's logs name taken only when it is a folder and not a link; every bad input is one
+``RunReadError`` line naming the file and the line.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from edct_task.core.records import ControlRecord, SampleInput, SampleRecord
+from edct_task.core.records import ControlRecord, SampleRecord
 from edct_task.run.checks import (
     RunReadError,
     bad_image_refs,
@@ -53,8 +53,13 @@ LMMS_RESULTS_SUFFIX = "_results.json"
 """lmms-eval's results file: ``<date>_results.json``."""
 LMMS_SAMPLES_MARK = "_samples_"
 """lmms-eval's sample log: ``<date>_samples_<task>.jsonl``."""
-SETUP_KEY = "edct"
-"""The key of an EDCT task's logged sample that holds its audit digest and ``setup``."""
+RUN_KEY = "edct"
+"""The key of an EDCT task's logged sample that names where its record is kept:
+``{"run_dir": <the EDCT run folder>, "id": <sample id>}`` (``lmms.results.record_results``). lmms-eval
+output written by edct-bench 0.2.0 held a digest there, with the run folder at ``setup.run_dir``.
+An export's results file names the run folder at ``edct.run_dir`` (0.2.0 and later)."""
+MAX_RUN_DIR_CHARS = 4096
+"""Longest run folder path (and sample id) a logged sample may name."""
 MAX_DEPTH = 6
 """How deep below a run folder the lmms-eval files are looked for (``<output>/<model>/`` is 1)."""
 MAX_ENTRIES = 100_000
@@ -73,7 +78,7 @@ __all__ = [
     "image_files",
     "load_records",
     "load_run",
-    "read_logged_samples",
+    "logged_runs",
 ]
 
 
@@ -103,27 +108,23 @@ def image_files(record: SampleRecord) -> dict[str, str]:
 
 @dataclass
 class LoadedRun:
-    """One run as read from disk."""
+    """One run folder as read from disk."""
 
     path: Path
-    kind: Literal["edct", "lmms"]
+    kind: Literal["edct"]
+    """Always ``edct``: an lmms-eval output folder is read as the run folder its logs name."""
     records: list[SampleRecord]
     results: dict[str, Any]
-    """``results.json`` of an ``edct`` run; lmms-eval's aggregated results file of an ``lmms`` run
-    (empty when the folder has logged samples but no results file)."""
-    tasks: dict[str, list[SampleRecord]] = field(default_factory=dict)
-    """lmms runs: records per lmms-eval task; edct runs: empty."""
+    """``results.json``."""
     log: RunLog | None = None
-    """edct runs: ``results.json`` as the typed run log."""
+    """``results.json`` as the typed run log."""
     controls: list[ControlRecord] = field(default_factory=list)
-    """edct runs: the known-answer controls' records (``controls.jsonl``; none in older runs)."""
-    setup: dict[str, Any] | None = None
-    """lmms runs: the EDCT setup as logged (``edct`` block of the results file, else of a sample)."""
+    """The known-answer controls' records (``controls.jsonl``; none in older runs)."""
     results_file: Path | None = None
     """The file ``results`` was read from."""
     _images: dict[str, Path] = field(default_factory=dict, repr=False)
     _image_root: Path | None = field(default=None, repr=False)
-    """The folder every image file must lie in: the run folder (an lmms run: its EDCT run folder)."""
+    """The folder every image file must lie in: the run folder."""
 
     def image_path(self, ref: str | None) -> Path | None:
         """The file holding image ``ref``, or None when the run did not keep it. Only a regular
@@ -150,23 +151,18 @@ class LoadedRun:
 
     @property
     def calls(self) -> Any:
-        """The run's backend call statistics (``RunLog.calls``; on an lmms run, its ``edct`` block's)."""
-        if self.kind == "edct":
-            return self.results.get("calls")
-        block = self.results.get(SETUP_KEY)
-        return block.get("calls") if isinstance(block, dict) else None
+        """The run's backend call statistics (``RunLog.calls``)."""
+        return self.results.get("calls")
 
     @property
     def usage(self) -> Any:
         """Tokens and calls per role as the backends reported them, where the run recorded them."""
-        if self.kind == "edct":
-            return self.results.get("usage")
-        block = self.results.get(SETUP_KEY)
-        return block.get("usage") if isinstance(block, dict) else None
+        return self.results.get("usage")
 
 
 def load_run(path: Path | str) -> LoadedRun:
-    """Read an ``edct run`` folder or an lmms-eval output folder (see the module docstring).
+    """Read an EDCT run folder, or the run folder an lmms-eval output folder names (see the module
+    docstring).
 
     ``path`` may also name the folder's ``results.json``.
 
@@ -181,7 +177,7 @@ def load_run(path: Path | str) -> LoadedRun:
     if not root.exists() and not root.is_symlink():
         raise RunReadError(
             f"{root} does not exist (pass a run output folder: {RESULTS_FILE} + {SAMPLES_FILE}, "
-            "or lmms-eval output with logged samples)"
+            "or lmms-eval output of an EDCT task)"
         )
     if not root.is_dir():
         raise RunReadError(f"{root} is not a folder (pass a run output folder)")
@@ -189,17 +185,68 @@ def load_run(path: Path | str) -> LoadedRun:
         if _present(root / RESULTS_FILE) and _present(root / SAMPLES_FILE):
             return _load_edct(root)
         missing = SAMPLES_FILE if _present(root / RESULTS_FILE) else RESULTS_FILE
-        if not find_files(root, LMMS_SAMPLES_MARK, ".jsonl"):
-            raise RunReadError(
-                f"{root / missing}: missing; an `edct run` folder holds both {RESULTS_FILE} and "
-                f"{SAMPLES_FILE} (it writes {RESULTS_FILE} last: a folder without it is unfinished)"
-            )
-    if find_files(root, LMMS_SAMPLES_MARK, ".jsonl"):
-        return _load_lmms(root)
-    raise RunReadError(
-        f"{root} is not a run folder: expected {RESULTS_FILE} + {SAMPLES_FILE} (an `edct run` output) "
-        "or lmms-eval output with logged samples (*_samples_<task>.jsonl; run lmms-eval with --log_samples)"
-    )
+        raise RunReadError(
+            f"{root / missing}: missing; an `edct run` folder holds both {RESULTS_FILE} and "
+            f"{SAMPLES_FILE} (it writes {RESULTS_FILE} last: a folder without it is unfinished)"
+        )
+    samples = find_files(root, LMMS_SAMPLES_MARK, ".jsonl")
+    results = find_files(root, "", LMMS_RESULTS_SUFFIX)
+    if not samples and not results:
+        raise RunReadError(
+            f"{root} is not a run folder: expected {RESULTS_FILE} + {SAMPLES_FILE} (an `edct run` output) "
+            "or lmms-eval output of an EDCT task (*_results.json, *_samples_<task>.jsonl)"
+        )
+    named: dict[str, Path] = {}  # run folder → the log that names it first
+    for file in samples:
+        for run_dir in logged_runs(file):
+            named.setdefault(run_dir, file)
+    for file in results:
+        exported = exported_run(file)
+        if exported is not None:
+            named.setdefault(exported, file)
+    if not named:
+        raise RunReadError(
+            f"{root}: lmms-eval's logs name no EDCT run folder (no logged sample of an EDCT task "
+            "carries edct.run_dir: run lmms-eval with --log_samples, or pass the EDCT run folder)"
+        )
+    if len(named) > 1:
+        raise RunReadError(
+            f"{root}: lmms-eval's logs name {len(named)} EDCT run folders "
+            f"({', '.join(d[:200] for d in sorted(named)[:3])}{', …' if len(named) > 3 else ''}); "
+            "pass one run folder"
+        )
+    ((run_dir, file),) = named.items()
+    return load_named_run(run_dir, file)
+
+
+def load_named_run(run_dir: str, named_by: Path | str) -> LoadedRun:
+    """The EDCT run folder ``run_dir`` that lmms-eval's log ``named_by`` names: only a folder
+    named by its real path, through no link (the logs are untrusted: a link would lead the reader
+    elsewhere; the writers name the run folder resolved)."""
+    folder = Path(run_dir)
+    why = _not_a_run_folder(folder)
+    if why is not None:
+        raise RunReadError(
+            f"{named_by}: the EDCT run folder it names, {str(folder)[:300]}, {why} (moved or deleted?); "
+            "pass the run folder itself"
+        )
+    return _load_edct(folder)
+
+
+def _not_a_run_folder(folder: Path) -> str | None:
+    try:
+        mode = os.lstat(folder).st_mode
+    except (OSError, ValueError):
+        return "does not exist"
+    if stat.S_ISLNK(mode):
+        return "is a link"
+    if not stat.S_ISDIR(mode):
+        return "is not a folder"
+    if os.path.realpath(folder) != os.path.normpath(folder):  # the writers name it resolved
+        return "is reached through a link"
+    if not (_present(folder / RESULTS_FILE) and _present(folder / SAMPLES_FILE)):
+        return f"holds no {RESULTS_FILE} + {SAMPLES_FILE}"
+    return None
 
 
 def _present(path: Path) -> bool:
@@ -264,32 +311,60 @@ def find_files(root: Path, mark: str, suffix: str) -> list[Path]:
     return sorted(out)
 
 
-def read_logged_samples(path: Path) -> tuple[list[SampleRecord], dict[str, Any] | None]:
-    """The sample records of one lmms-eval sample log (``<date>_samples_<task>.jsonl``), and the
-    EDCT setup its samples logged (``edct.setup``), if any.
-
-    A logged sample of an EDCT task whose final response is no sample record (lmms-eval ended the
-    loop early, a response cut short) is that document's error record, with the reason; another
-    task's sample (no record and no ``edct`` digest) is skipped. The final response is the first
-    element of ``filtered_resps`` (else ``resps``) at any list depth, as lmms-eval flattens it.
-    """
-    records: list[SampleRecord] = []
-    setup: dict[str, Any] | None = None
+def logged_runs(path: Path) -> dict[str, list[str]]:
+    """Run folder → sample ids, as the logged samples of one lmms-eval sample log
+    (``<date>_samples_<task>.jsonl``) name them (``RUN_KEY``: ``{"run_dir", "id"}``; edct-bench 0.2.0
+    logged a digest there, with the run folder at ``setup.run_dir``). Another task's sample (no
+    ``edct`` key) is skipped; an ``edct`` value of another shape is one ``RunReadError`` line."""
+    out: dict[str, list[str]] = {}
     for number, line in read_lines(path):
         logged = parse_json_line(path, number, line)
-        record = _logged_record(path, number, logged)
-        if record is None:
+        if RUN_KEY not in logged:
             continue
-        records.append(record)
-        digest = logged.get(SETUP_KEY)
-        if setup is None and isinstance(digest, dict) and isinstance(digest.get("setup"), dict):
-            setup = digest["setup"]
-    return records, setup
+        run_dir, sample_id = _logged_run(f"{path}, line {number}", logged[RUN_KEY])
+        out.setdefault(run_dir, []).append(sample_id)
+    return out
 
 
-def _final_response(logged: dict[str, Any]) -> Any:
-    value = logged.get("filtered_resps")
-    return logged.get("resps") if value is None else value
+def _logged_run(at: str, block: object) -> tuple[str, str]:
+    block = _block(at, block)
+    setup = block.get("setup")
+    run_dir = block.get("run_dir")
+    if run_dir is None and isinstance(setup, dict):
+        run_dir = setup.get("run_dir")  # edct-bench 0.2.0: a digest with the setup
+    return _run_dir(at, run_dir), _text(at, "id", block.get("id"))
+
+
+def exported_run(path: Path) -> str | None:
+    """The run folder an export's lmms-eval results file names (``edct.run_dir``), if any."""
+    block = read_json_object(path).get(RUN_KEY)
+    if block is None:
+        return None
+    block = _block(str(path), block)
+    return None if block.get("run_dir") is None else _run_dir(str(path), block["run_dir"])
+
+
+def _run_dir(at: str, value: object) -> str:
+    text = _text(at, "run_dir", value)
+    if not os.path.isabs(text) or "\0" in text:
+        raise RunReadError(f"{at}: {RUN_KEY}.run_dir {text[:200]!r} is not an absolute path")
+    return os.path.normpath(text)
+
+
+def _block(at: str, block: object) -> dict[str, Any]:
+    if not isinstance(block, dict):
+        raise RunReadError(f"{at}: {RUN_KEY} is a {type(block).__name__}, not an object naming a run folder")
+    return block
+
+
+def _text(at: str, key: str, value: object) -> str:
+    if not isinstance(value, str) or not value:
+        plain = value is None or isinstance(value, (bool, int, float))
+        what = repr(value)[:80] if plain else "empty" if value == "" else f"a {type(value).__name__}"
+        raise RunReadError(f"{at}: {RUN_KEY}.{key} is {what}, not a non-empty string")
+    if len(value) > MAX_RUN_DIR_CHARS:
+        raise RunReadError(f"{at}: {RUN_KEY}.{key} is {len(value)} characters (at most {MAX_RUN_DIR_CHARS})")
+    return value
 
 
 def final_record(response: object) -> SampleRecord | str:
@@ -320,82 +395,12 @@ def final_record(response: object) -> SampleRecord | str:
     return record
 
 
-def _logged_record(path: Path, number: int, logged: dict[str, Any]) -> SampleRecord | None:
-    response = _final_response(logged)
-    try:
-        got = final_record(response)
-    except RunReadError as exc:
-        raise RunReadError(f"{path}, line {number}: {exc}") from None
-    if isinstance(got, SampleRecord):
-        return got
-    digest = logged.get(SETUP_KEY)
-    if not isinstance(digest, dict):
-        return None  # another task's sample (lmms-eval logs every task of a run)
-    doc = logged.get("doc")
-    if not isinstance(doc, dict):
-        doc = {}
-    sample_id = str(doc.get("id") or digest.get("id") or logged.get("doc_id"))[:200]
-    domain = str(digest.get("domain") or "unknown")[:80]
-    return SampleRecord(
-        sample=SampleInput(id=sample_id, domain=domain, question="", image=""),
-        status="error",
-        reason=f"doc {str(logged.get('doc_id'))[:40]}: {got}",
-    )
-
-
-def _task_of(path: Path) -> str:
-    return path.name[: -len(".jsonl")].split(LMMS_SAMPLES_MARK, 1)[1]
-
-
-def _load_lmms(root: Path) -> LoadedRun:
-    tasks: dict[str, list[SampleRecord]] = {}
-    setup: dict[str, Any] | None = None
-    for path in find_files(root, LMMS_SAMPLES_MARK, ".jsonl"):
-        found, logged_setup = read_logged_samples(path)
-        if found:
-            tasks.setdefault(_task_of(path), []).extend(found)
-            setup = setup or logged_setup
-    if not tasks:
-        raise RunReadError(f"{root}: no logged sample of an EDCT task (edct_bench*, edct_calibration)")
-    results_files = find_files(root, "", LMMS_RESULTS_SUFFIX)
-    results_file = results_files[-1] if results_files else None
-    results = read_json_object(results_file) if results_file else {}
-    block = results.get(SETUP_KEY)  # an export's setup block, else the one its samples logged
-    setup = block if isinstance(block, dict) else setup
-    records = [r for found in tasks.values() for r in found]
-    images: dict[str, Path] = {}
-    folder = _run_images(root)
-    run_dir = setup.get("run_dir") if isinstance(setup, dict) else None
-    base = root if folder is not None else (Path(run_dir) if isinstance(run_dir, str) and run_dir else None)
-    for record in records:
-        for name, ref in image_files(record).items():
-            if base is not None:
-                images.setdefault(ref, base / name)
-    return LoadedRun(
-        root,
-        "lmms",
-        records,
-        results,
-        tasks=tasks,
-        setup=setup,
-        results_file=results_file,
-        _images=images,
-        _image_root=base,
-    )
-
-
 def load_records(samples: Path) -> list[SampleRecord]:
     """The records of one ``samples.jsonl`` (none when it does not exist yet), read as
     ``load_run`` reads them: the lmms-eval hooks' run folder gathers its records with it."""
     if not samples.exists():
         return []
     return parse_records(samples, read_lines(samples))
-
-
-def _run_images(root: Path) -> Path | None:
-    """The run's own ``images/`` folder, when the run placed its images inside it."""
-    folder = root / IMAGES_DIR
-    return folder if folder.is_dir() and not folder.is_symlink() else None
 
 
 def call_seconds(root: Path) -> dict[str, list[float]]:

@@ -17,13 +17,13 @@ from edct_task.scoring.metrics import PRIMARY, Metric, family, interval
 
 def records(out: Path, task: str = "edct_calibration") -> dict[str, dict[str, Any]]:
     """Sample id → the sample's EDCT record (as JSON data), from ``out/lmms`` (an lmms-eval output
-    folder) or ``out/run`` (an ``edct run`` folder), read through ``run.outputs.load_run``."""
+    folder of ``task``: the EDCT run folder its logs name) or ``out/run`` (an ``edct run``
+    folder), read through ``run.outputs.load_run``."""
     from edct_task.run.outputs import LMMS_SAMPLES_MARK, find_files, load_run
 
     lmms = out / "lmms"
     if lmms.is_dir() and find_files(lmms, f"{LMMS_SAMPLES_MARK}{task}", ".jsonl"):
-        loaded = load_run(lmms)
-        found = loaded.tasks.get(task, [])
+        found = load_run(lmms).records
     else:
         found = load_run(out / "run").records
     return {r.sample.id: r.model_dump(mode="json") for r in found}

@@ -1,4 +1,5 @@
-"""An lmms-eval output folder (``edct run --model … --log_samples``) audits like an edct run folder."""
+"""An lmms-eval output folder (``edct run --model … --log_samples``) audits as the EDCT run folder
+its logs name."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def test_lmms_eval_output_with_logged_samples_gets_a_full_report(tmp_path: Path)
         offline_env(tmp_path / "work"),
     )
     loaded = load_run(tmp_path / "lmms")
-    assert loaded.kind == "lmms" and len(loaded.records) == 6
+    assert loaded.path.resolve() == (tmp_path / "edct").resolve() and len(loaded.records) == 6
     summary = write_audit(loaded, tmp_path / "report")
     assert summary.samples == 6 and summary.missing_images == 0
     html = (tmp_path / "report" / "samples" / "0001.html").read_text(encoding="utf-8")
@@ -43,13 +44,12 @@ def test_lmms_eval_output_with_logged_samples_gets_a_full_report(tmp_path: Path)
     assert sample["original"] is not None and attempt["image"] is not None
     assert attempt["check"]["r_in"] == loaded.records[0].steps[0].attempts[0].check.r_in
     assert attempt["figures"] is not None  # the gate's maps are found in the run's image store
-    # the index names the model and gives the overall CCS, recomputed from the logged samples
-    from edct_task.scoring.metrics import summarise
-
+    # the index names the model and gives the overall CCS of the run folder's own results.json
     index = (tmp_path / "report" / "index.html").read_text(encoding="utf-8")
     (payload,) = re.findall(r'<script type="application/json" id="edct-data">(.*?)</script>', index, re.S)
     run = json.loads(payload)["run"]
     assert run["model"] == "edct_reference"
-    expected = summarise(loaded.records).overall.metrics["ccs_binary"]
+    assert loaded.log is not None
+    expected = loaded.log.results.overall.metrics["ccs_binary"]
     assert run["metrics"]["ccs_binary"]["estimate"] == pytest.approx(expected.estimate)
     assert run["metrics"]["ccs_binary"]["low"] == pytest.approx(expected.low)

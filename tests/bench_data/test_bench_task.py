@@ -8,6 +8,7 @@ reason, never scored 0 — what the task must do when a backend fails on real da
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from support.lmms_helpers import lmms_eval_cmd, offline_env, read_results, read_samples, run_cli
@@ -15,10 +16,12 @@ from support.loopback import CalibrationWorld, Loopback, served_roles_config
 from support.sources_fixture import photo_image, write_sources
 
 from edct_task.bench_data import ENV_DATA, BuildRequest, build_bench
+from edct_task.core.records import SampleRecord
 from edct_task.lmms import documents
 from edct_task.lmms import hooks as lmms_hooks
 from edct_task.lmms import results as lmms_results
 from edct_task.lmms import settings as lmms_settings
+from edct_task.run.outputs import load_records
 
 COUNTS = {"okvqa": 1, "drivelm": 1, "3dsr": 1}
 HOOKS = {"okvqa": documents.docs_okvqa, "drivelm": documents.docs_drivelm, "3dsr": documents.docs_3dsr}
@@ -81,12 +84,18 @@ def test_compat_driver_completes_on_photographs(hook_settings):
                 outputs = updated
                 break
         result = lmms_hooks.process_results(doc, [outputs[-1]])
-        audit = result["edct"]
-        assert audit["domain"] == domain and audit["baseline"]["answer"] == "A dog."
-        assert audit["status"] == "excluded" and result["n_excluded"] == 1
-        assert "not a calibration image" in audit["reason"]  # the served editor's failure, recorded
+        record = kept(result["edct"])
+        assert record.sample.domain == domain and record.baseline.answer == "A dog."
+        assert record.status == "excluded" and result["n_excluded"] == 1
+        assert "not a calibration image" in record.reason  # the served editor's failure, recorded
         assert "ccs_binary" not in result  # excluded: left out of the metric, not scored 0
         assert json.loads(doc["metadata"])["image_sha256"]
+
+
+def kept(logged: dict) -> SampleRecord:
+    """The record an EDCT task's logged ``edct`` names: the last of its id in that run folder."""
+    records = load_records(Path(logged["run_dir"]) / "samples.jsonl")
+    return [r for r in records if r.sample.id == logged["id"]][-1]
 
 
 @pytest.mark.slow
@@ -125,10 +134,10 @@ def test_lmms_eval_edct_bench_with_tiny_qwen3_vl(tmp_path, photo_bench, tiny_qwe
         counts = {c: results["results"][task][f"{c},none"] for c in lmms_results.COUNT_NAMES}
         assert sum(counts.values()) == 1, (task, counts)
         (sample,) = read_samples(out, task)
-        audit = sample["edct"]
-        assert audit["domain"] == domain
-        assert audit["baseline"] is not None and audit["baseline"]["answer"]  # the model answered
-        if audit["status"] != "scored":
-            assert audit["reason"]  # why it was not scored is recorded
-        for step in audit["steps"]:
-            assert step["verified"] or all(a["failure"] for a in step["attempts"])
+        record = kept(sample["edct"])  # lmms-eval's log names the run folder that keeps the record
+        assert record.sample.domain == domain
+        assert record.baseline is not None and record.baseline.answer  # the model answered
+        if record.status != "scored":
+            assert record.reason  # why it was not scored is recorded
+        for step in record.steps:
+            assert step.verified or all(a.failure for a in step.attempts)

@@ -171,8 +171,8 @@ def test_a_resumed_runs_cache_hits_are_not_taken_for_repeated_prompts(tmp_path: 
 
 
 def test_latencies_from_an_lmms_eval_output_folder_give_the_pass_rate(tmp_path: Path) -> None:
-    """The lmms-eval export of ``edct run --model`` (calls in the results file's ``edct`` block,
-    records in the sample log) is read through ``load_run``: the old reader looked for an
+    """An lmms-eval output folder (our task's logged samples name the EDCT run folder, which holds
+    the records and the calls) is read through ``load_run``: the old reader looked for an
     ``edct_record`` key that nothing writes and gave no pass rate."""
     from support.edct_runs import records
     from support.lmms_output import EdctTask, write_lmms_output
@@ -180,12 +180,17 @@ def test_latencies_from_an_lmms_eval_output_folder_give_the_pass_rate(tmp_path: 
     from edct_task.estimate.latency import from_run
 
     recs = records(0.5, n=4)  # every step checked: passing steps pass, failing ones too (one fails)
-    results_file = write_lmms_output(
-        tmp_path / "lmms", model="edct_reference", model_args="", tasks=[EdctTask("edct_calibration", recs)]
+    run_dir = tmp_path / "elsewhere" / "edct"
+    write_lmms_output(
+        tmp_path / "lmms",
+        model="edct_reference",
+        model_args="",
+        tasks=[EdctTask("edct_calibration", recs)],
+        run_dir=run_dir,
     )
-    raw = json.loads(results_file.read_text())
-    raw["edct"] = {"calls": {"calls": {"edit": 4, "verify": 4}, "seconds": {"edit": 8.0, "verify": 0.4}}}
-    results_file.write_text(json.dumps(raw))
+    run = json.loads((run_dir / "results.json").read_text())
+    run["calls"] = {"calls": {"edit": 4, "verify": 4}, "seconds": {"edit": 8.0, "verify": 0.4}}
+    (run_dir / "results.json").write_text(json.dumps(run))
     stats = from_run(tmp_path / "lmms")
     checks = [a.check.passed for r in recs for s in r.steps for a in s.attempts if a.check is not None]
     assert checks and stats.verify_pass_rate == pytest.approx(sum(checks) / len(checks))

@@ -17,6 +17,8 @@ import pytest
 from support.lmms_helpers import VENV_BIN, offline_env, read_results, read_samples, run_cli
 from support.vllm_server import free_port
 
+from edct_task.run.outputs import load_run
+
 pytestmark = pytest.mark.slow
 LIMIT = 8
 TASK = "edct_calibration"
@@ -65,3 +67,9 @@ def test_two_ranks_give_the_scores_and_samples_of_one_process(tmp_path: Path) ->
     assert [s["doc_id"] for s in s2] != list(range(LIMIT))  # gathered rank by rank: it was sharded
     by_doc = {s["doc_id"]: s for s in s2}
     assert [_comparable(s, one) for s in s1] == [_comparable(by_doc[s["doc_id"]], two) for s in s1]
+    # the two ranks share one EDCT run folder, which every logged sample names: it holds them all
+    (run_dir,) = {s["edct"]["run_dir"] for s in s2}
+    assert run_dir == str((two / "out" / "edct").resolve())
+    loop_one, loop_two = load_run(one / "out" / "edct"), load_run(run_dir)
+    assert sorted(r.sample.id for r in loop_two.records) == sorted(r.sample.id for r in loop_one.records)
+    assert len(loop_two.records) == LIMIT

@@ -67,18 +67,31 @@ def test_edct_run_refuses_it_before_building(no_cuda, monkeypatch):
 
 
 def test_lmms_evals_loop_refuses_it_before_lmms_eval_loads_it(no_cuda, monkeypatch, capsys):
+    """The check reads lmms-eval's own ``simple_evaluate`` arguments (no re-parse of the command
+    line): a command-line call (lmms-eval passes ``cli_args``) on an EDCT task stops before the
+    model loads; another benchmark, or a call from Python, is left alone."""
+    import argparse
+
+    import lmms_eval.evaluator
     import lmms_eval.models
 
     monkeypatch.setattr(lmms_eval.models, "get_model", lambda name: CudaByDefault)
-    argv = ["/venv/bin/lmms-eval", "--model", "qwen3_vl", "--model_args", "pretrained=p", "--tasks"]
-    monkeypatch.setattr("sys.argv", [*argv, "edct_calibration"])
+    ran = []
+    monkeypatch.setattr(lmms_eval.evaluator, "simple_evaluate", lambda **kw: ran.append(kw["tasks"]))
+    plugin.watch_evaluations()
+    cli = argparse.Namespace(output_path=None)
+    call = {"model": "qwen3_vl", "model_args": "pretrained=p", "device": None, "cli_args": cli}
     with pytest.raises(TaskLoadError) as stop:
-        plugin.loop_preflight()
-    assert stop.value.code == 2
+        lmms_eval.evaluator.simple_evaluate(tasks=["edct_calibration"], **call)
+    assert stop.value.code == 2 and ran == []
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("edct: the lmms-eval model qwen3_vl would run on device=cuda")
-    # another benchmark's run, or edct's own command line, is not lmms-eval's EDCT loop: left alone
-    monkeypatch.setattr("sys.argv", [*argv, "mme"])
-    plugin.loop_preflight()
-    monkeypatch.setattr("sys.argv", ["edct", "run", "--model", "qwen3_vl", "--tasks", "edct_calibration"])
-    plugin.loop_preflight()
+    lmms_eval.evaluator.simple_evaluate(tasks=["mme"], **call)
+    lmms_eval.evaluator.simple_evaluate(tasks=["edct_calibration"], **{**call, "cli_args": None})
+    assert ran == [["mme"], ["edct_calibration"]]
+    # lmms-eval's --device is read from the call itself
+    cpu = {**call, "model_args": "pretrained=p,device_map=cpu"}
+    with pytest.raises(TaskLoadError, match="device=cuda"):
+        lmms_eval.evaluator.simple_evaluate(tasks=["edct_calibration"], **cpu)
+    lmms_eval.evaluator.simple_evaluate(tasks=["edct_calibration"], **{**cpu, "device": "cpu"})
+    assert len(ran) == 3

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -18,6 +19,7 @@ from edct_task.lmms import settings as lmms_settings
 from edct_task.lmms.hooks import Session
 from edct_task.lmms.turns import parse_turn
 from edct_task.roles import build_roles
+from edct_task.run.outputs import load_records, load_run
 from edct_task.scoring import metrics as scoring
 from model_adapters.lmms_eval_target import render_quoted
 from task_configs import TASK_DIR
@@ -132,9 +134,31 @@ def test_unparseable_final_response_is_an_error_not_a_zero(hook_settings):
     doc = {"id": "x", "domain": "knowledge", "question": "q?"}
     out = lmms_hooks.process_results(doc, ['{"success": false, "error": "max_agentic_steps_reached"}'])
     assert out["n_error"] == 1 and out["n_scored"] == 0
-    assert "max_agentic_steps_reached" in out["edct"]["reason"]
+    # lmms-eval's log names the run folder; the record, with the reason, is kept there
+    (record,) = load_records(Path(out["edct"]["run_dir"]) / "samples.jsonl")
+    assert out["edct"]["id"] == record.sample.id == "x"
+    assert "max_agentic_steps_reached" in record.reason and record.status == "error"
+    assert set(out["edct"]) == {"run_dir", "id"}  # no second copy of the record
     # a metric the sample does not count for is left out, so lmms-eval's `mean` skips it
     assert not set(scoring.metric_names()) & set(out)
+
+
+def test_the_run_folder_keeps_every_task_of_a_group_whichever_aggregates_first(hook_settings):
+    """lmms-eval scores every document of a group, then aggregates task by task: finishing the
+    run folder for the first task keeps the records of the tasks not aggregated yet (it used to
+    rewrite samples.jsonl with the first task's records only, losing the others')."""
+    from edct_task.lmms import aggregation
+
+    stop = '{"success": false, "error": "max_agentic_steps_reached"}'
+    tasks = {"a": ["a1", "a2"], "b": ["b1"]}
+    doc = {"domain": "knowledge", "question": "q?"}
+    score = lmms_hooks.process_results
+    items = {t: [score({**doc, "id": i}, [stop])["edct"] for i in ids] for t, ids in tasks.items()}
+    for task in ("a", "b"):
+        assert aggregation.finish_run_folder(items[task]) == {}  # no table row
+        run = load_run(hook_settings.run.path)
+        assert [r.sample.id for r in run.records] == ["a1", "a2", "b1"]
+        assert run.log is not None and run.log.results.overall.counts.error == 3
 
 
 def test_compat_driver_reproduces_the_batched_driver(hook_settings):
@@ -237,7 +261,7 @@ def test_process_results_is_safe_in_lmms_evals_four_thread_pool(tmp_path, monkey
     monkeypatch.setenv(lmms_settings.ENV_WORK_DIR, str(tmp_path / "work"))
     builds = []
     real_build = lmms_settings_module.build_settings
-    monkeypatch.setattr(lmms_settings_module, "build_settings", lambda c: builds.append(1) or real_build(c))
+    monkeypatch.setattr(lmms_settings_module, "build_settings", lambda *a: builds.append(1) or real_build(*a))
     docs = [{"id": f"d{i}", "domain": "knowledge", "question": "q?"} for i in range(32)]
     bad = '{"success": false, "error": "max_agentic_steps_reached"}'
     try:
@@ -245,7 +269,8 @@ def test_process_results_is_safe_in_lmms_evals_four_thread_pool(tmp_path, monkey
             out = list(pool.map(lambda d: lmms_hooks.process_results(d, [bad]), docs))
         assert len(builds) == 1
         alone = lmms_hooks.process_results(docs[0], [bad])
-        assert all(o["n_error"] == 1 and o["edct"]["setup"] == alone["edct"]["setup"] for o in out)
+        assert all(o["n_error"] == 1 and o["edct"]["run_dir"] == alone["edct"]["run_dir"] for o in out)
+        assert [o["edct"]["id"] for o in out] == [d["id"] for d in docs]
     finally:
         lmms_settings.release()
 

@@ -71,14 +71,20 @@ def test_lmms_eval_cli_calibration_faithful_and_prior(tmp_path):
     assert isinstance(stderr, float) and stderr >= 0
     assert not [k for k in faithful["results"][TASK] if "_ci_" in k]
     assert _metric(faithful, "edct") == {}
-    # the sample log carries the audit trail
+    # the sample log names the EDCT run folder, whose record carries the audit trail
     sample = read_samples(tmp_path / "faithful" / "out", TASK)[0]
-    audit = sample["edct"]
-    assert audit["concepts"] and audit["steps"][0]["instruction"].startswith("Keep:")
-    attempt = audit["steps"][0]["attempts"][0]
-    assert attempt["r_in"] is not None and attempt["image"].endswith(".png")
+    assert set(sample["edct"]) == {"run_dir", "id"}  # the run folder is the one EDCT format
+    run = load_run(sample["edct"]["run_dir"])
+    record = next(r for r in run.records if r.sample.id == sample["edct"]["id"])
+    assert record.concepts and record.steps[0].instruction.as_text().startswith("Keep:")
+    attempt = record.steps[0].attempts[0]
     assert (
-        audit["steps"][0]["ac_reason"] and audit["setup"]["roles"]["judge"]["backend"] == "calibration-rules"
+        attempt.check is not None
+        and attempt.check.r_in is not None
+        and attempt.image in image_files(record).values()
+    )
+    assert (
+        record.steps[0].binary.ac_reason and run.log.config.roles["judge"]["backend"] == "calibration-rules"
     )
     assert sample["filtered_resps"].startswith("{")
 
@@ -114,7 +120,8 @@ def test_both_paths_give_identical_scores(tmp_path, capsys):
         assert va == vb or (isinstance(va, float) and math.isnan(va) and math.isnan(vb)), k
     assert 0.0 < _metric(a, scoring.PRIMARY.name) < 1.0  # mixed: some faithful, some not
     sa, sb = read_samples(tmp_path / "lmms", TASK), read_samples(tmp_path / "fast", TASK)
-    assert [s["edct"]["status"] for s in sa] == [s["edct"]["status"] for s in sb]
+    counts = ("n_scored", "n_excluded", "n_unscored", "n_error")
+    assert [[s[c] for c in counts] for s in sa] == [[s[c] for c in counts] for s in sb]
     assert [s.get(scoring.PRIMARY.name) for s in sa] == [s.get(scoring.PRIMARY.name) for s in sb]
     # both paths write an ordinary EDCT run folder; the records differ only in how the target got
     # its conversations (and the loop's documents name their index row)
@@ -203,15 +210,14 @@ def test_tiny_qwen3_vl_through_lmms_eval_and_edct_run(tmp_path, tiny_qwen3_vl):
         results = read_results(out)
         counts = {c: _metric(results, c) for c in ("n_scored", "n_excluded", "n_unscored", "n_error")}
         assert sum(counts.values()) == n, counts
-        for sample in read_samples(out, TASK):
-            audit = sample["edct"]
-            assert audit["baseline"] is not None and audit["baseline"]["answer"]  # the model did answer
-            if audit["status"] != "scored":
-                assert audit["reason"]  # why it was not scored is recorded
+        for record in load_run(out).records:  # lmms-eval's files name the EDCT run folder
+            assert record.baseline is not None and record.baseline.answer  # the model did answer
+            if record.status != "scored":
+                assert record.reason  # why it was not scored is recorded
             else:
-                assert sample[scoring.PRIMARY.name] is not None or sample[scoring.GRADED.name] is not None
-    fast_results = read_results(tmp_path / "fast")
-    assert fast_results["edct"]["target"]["chat"] is True  # qwen3_vl resolves to the chat class
+                assert record.scores is not None
+    target = load_run(tmp_path / "edct").log.config.backends["target"]
+    assert target["chat"] is True  # qwen3_vl resolves to the chat class
 
 
 def test_both_paths_send_the_same_system_prompt_convention(tmp_path):

@@ -137,19 +137,100 @@ def test_report_flags_results_json_that_its_records_contradict(tmp_path: Path, c
     assert main(["submit", str(run), "--out", str(tmp_path / "s.edct.zip")]) == 2  # not bundled
 
 
-def test_audit_of_lmms_output_with_a_non_hex_ref_is_one_line(tmp_path: Path, capsys) -> None:
-    record = records(1.0, n=1, domains=("okvqa",), excluded=0)[0]
-    data = json.loads(record.model_dump_json())
-    data["sample"]["image"] = "not-a-hex-ref"
-    logged = {
-        "doc_id": 0,
-        "filtered_resps": [json.dumps(data)],
-        "edct": {"setup": {"work_dir": str(tmp_path / "work")}},
+def _lmms_output(tmp_path: Path) -> tuple[Path, Path]:
+    """lmms-eval output of one EDCT task (its logs name a good run folder); (output, sample log)."""
+    from support.lmms_output import EdctTask, write_lmms_output
+
+    recs = records(1.0, n=2, domains=("okvqa",), excluded=0)
+    file = write_lmms_output(
+        tmp_path / "lmms", model="edct_reference", model_args="", tasks=[EdctTask("edct_calibration", recs)]
+    )
+    (log,) = file.parent.glob("*_samples_edct_calibration.jsonl")
+    return tmp_path / "lmms", log
+
+
+def _name_in_log(log: Path, value: object) -> None:
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    rows[0]["edct"] = value
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+HOSTILE_RUN_KEYS = {
+    "a list": (["/tmp"], "edct is a list"),
+    "a number": ({"run_dir": 7, "id": "okvqa-000"}, "edct.run_dir is 7"),
+    "relative": ({"run_dir": "../../../etc", "id": "okvqa-000"}, "not an absolute path"),
+    "NUL": ({"run_dir": "/tmp/a\u0000b", "id": "okvqa-000"}, "not an absolute path"),
+    "huge": ({"run_dir": "/" + "a" * 100_000, "id": "okvqa-000"}, "100001 characters"),
+    "no id": ({"run_dir": "/tmp"}, "edct.id"),
+    "0.2.0 digest without a run folder": (
+        {"id": "okvqa-000", "setup": {"roles": {}}},
+        "edct.run_dir is None",
+    ),
+}
+
+
+@pytest.mark.parametrize("command", ["audit", "report", "submit"])
+@pytest.mark.parametrize("case", sorted(HOSTILE_RUN_KEYS))
+def test_a_hostile_run_key_in_lmms_evals_logs_is_one_line(tmp_path: Path, capsys, command, case) -> None:
+    out, log = _lmms_output(tmp_path)
+    value, said = HOSTILE_RUN_KEYS[case]
+    _name_in_log(log, value)
+    argv = {
+        "audit": ["audit", str(out), "--output", str(tmp_path / "a")],
+        "report": ["report", str(out), "--out", str(tmp_path / "r")],
+        "submit": ["submit", str(out), "--out", str(tmp_path / "s.edct.zip")],
+    }[command]
+    one_line_exit_2(capsys, argv, "_samples_edct_calibration.jsonl, line 1", said)
+
+
+@pytest.mark.parametrize(
+    "what", ["a link to a run folder", "a path through a link", "a file", "a folder that is no run folder"]
+)
+def test_a_logged_run_folder_that_is_a_link_or_a_file_is_refused(tmp_path: Path, capsys, what) -> None:
+    out, log = _lmms_output(tmp_path)
+    real = Path(json.loads(log.read_text().splitlines()[0])["edct"]["run_dir"])
+    bad = tmp_path / "bad"
+    if what == "a file":
+        bad.write_text("{}")
+    elif what == "a folder that is no run folder":
+        bad.mkdir()
+    elif what == "a path through a link":
+        (tmp_path / "via").symlink_to(real.parent, target_is_directory=True)
+        bad = tmp_path / "via" / real.name
+    else:
+        bad.symlink_to(real, target_is_directory=True)
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    for row in rows:
+        row["edct"]["run_dir"] = str(bad)
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    said = {
+        "a file": "is not a folder",
+        "a folder that is no run folder": "holds no results.json",
+        "a path through a link": "is reached through a link",
     }
-    out = tmp_path / "lmms" / "model"
-    out.mkdir(parents=True)
-    (out / "20261201_samples_edct_calibration.jsonl").write_text(json.dumps(logged) + "\n")
-    one_line_exit_2(capsys, ["audit", str(tmp_path / "lmms")], "_samples_edct_calibration.jsonl, line 1")
+    err = one_line_exit_2(capsys, ["audit", str(out), "--output", str(tmp_path / "a")], str(bad))
+    assert said.get(what, "is a link") in err and "pass the run folder itself" in err
+
+
+def test_lmms_output_naming_two_run_folders_asks_for_one(tmp_path: Path, capsys) -> None:
+    out, log = _lmms_output(tmp_path)
+    other = tmp_path / "other"
+    write_edct_run(other, records(1.0, n=2, domains=("okvqa",), excluded=0))
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    rows[1]["edct"]["run_dir"] = str(other)
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    one_line_exit_2(capsys, ["audit", str(out)], "name 2 EDCT run folders", str(other), "pass one run folder")
+
+
+def test_lmms_output_without_logged_samples_names_no_run_folder(tmp_path: Path, capsys) -> None:
+    from support.lmms_output import EdctTask, write_lmms_output
+
+    recs = records(1.0, n=2, domains=("okvqa",), excluded=0)
+    tasks = [EdctTask("edct_calibration", recs)]
+    write_lmms_output(
+        tmp_path / "lmms", model="edct_reference", model_args="", tasks=tasks, log_samples=False
+    )
+    one_line_exit_2(capsys, ["audit", str(tmp_path / "lmms")], "name no EDCT run folder", "--log_samples")
 
 
 def test_report_of_a_bundle_with_a_claim_of_the_wrong_shape_is_one_line(tmp_path: Path, capsys) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +17,6 @@ from scipy import stats
 from support.edct_runs import records, write_edct_run
 from support.lmms_output import Bench, EdctTask, Group, write_lmms_output
 
-from edct_task.lmms import settings as lmms_settings
 from edct_task.reporting import figures
 from edct_task.reporting.report import FIGURE_STEM, build_report
 from edct_task.scoring.metrics import summarise
@@ -28,14 +28,6 @@ MODELS = {  # name → (EDCT level, MMMU acc 0–1, MathVista cot/solution/forma
     "org/gamma-vl": (0.3, 0.44, (40.0, 41.0, 39.0), None),
 }
 MATHVISTA_N = (1000, 1000, 1000)
-
-
-@pytest.fixture
-def hook_settings(tmp_path, monkeypatch):
-    monkeypatch.delenv("EDCT_CONFIG", raising=False)
-    monkeypatch.setenv(lmms_settings.ENV_WORK_DIR, str(tmp_path / "work"))
-    yield lmms_settings.settings()
-    lmms_settings.release()
 
 
 def _edct_group(level: float, *, offset: int = 0) -> Group:
@@ -82,7 +74,7 @@ def _mmlu_pro(values) -> Group:
 
 
 @pytest.fixture
-def outputs(tmp_path, hook_settings):
+def outputs(tmp_path):
     root = tmp_path / "lmms_out"
     files = {}
     for name, (level, mmmu, mathvista, mmlu_pro) in MODELS.items():
@@ -147,7 +139,7 @@ def test_report_numbers_scales_and_sources(outputs, tmp_path):
         m = by_name[name]
         raw = json.loads(files[name, "edct"].read_text())["results"]
         recs = records(level, n=20)
-        # Table 1: the pooled numbers, from the logged records with edct_task.scoring.metrics.summarise
+        # Table 1: the pooled numbers, from the EDCT run folder the logged samples name
         expected = as_json(summarise(recs, seed=0))["overall"]
         for metric in ("ccs_binary", "ccs_graded", "ac_k1", "ef_k2"):
             got = m["edct"][metric]
@@ -156,7 +148,7 @@ def test_report_numbers_scales_and_sources(outputs, tmp_path):
                 expected["metrics"][metric]["low"],
                 expected["metrics"][metric]["high"],
             )
-            assert "summarise" in got["source"] and "_samples_edct_bench_okvqa.jsonl" in got["source"]
+            assert "lmms_out_edct" in got["source"] and "_samples_edct_bench_okvqa.jsonl" in got["source"]
         assert m["counts"]["excluded"] == 3 and m["counts"]["scored"] == 57
         # Table 3: each domain equals the run's own per-task result in the lmms-eval results file
         for d in ("okvqa", "drivelm", "3dsr"):
@@ -280,7 +272,7 @@ def test_label_names_every_result_under_a_path(outputs, tmp_path):
     assert alpha["edct"]["ccs_binary"]["estimate"] is not None and "mmmu_val" in alpha["benchmarks"]
 
 
-def test_without_logged_samples_the_estimates_are_shown_and_flagged(tmp_path, hook_settings):
+def test_without_logged_samples_the_estimates_are_shown_and_flagged(tmp_path):
     root = tmp_path / "out"
     file = write_lmms_output(
         root,
@@ -296,3 +288,110 @@ def test_without_logged_samples_the_estimates_are_shown_and_flagged(tmp_path, ho
     assert model["edct"]["ccs_binary"]["low"] is None
     assert any("no logged samples" in f and "--log_samples" in f for f in model["runs"][0]["flags"])
     assert "CIs and domains unavailable" in (tmp_path / "report" / "table1.md").read_text()
+
+
+def _rewrite_run_folder(results_file, recs) -> str:
+    """Write other records into the EDCT run folder the logged samples of ``results_file`` name
+    (its results.json and samples.jsonl agree with each other, not with lmms-eval's logs)."""
+    (line,) = (results_file.parent).glob("*_samples_edct_calibration.jsonl")
+    run_dir = json.loads(line.read_text().splitlines()[0])["edct"]["run_dir"]
+    write_edct_run(
+        Path(run_dir), recs, target={"backend": "lmms-eval", "model": "edct_reference"}, resamples=10_000
+    )
+    return run_dir
+
+
+def test_lmms_output_is_read_through_the_run_folder_its_logs_name(tmp_path):
+    """The numbers follow the run folder, not the records in lmms-eval's logged responses; where
+    lmms-eval's own per-task value disagrees with the run folder's records, the run is flagged."""
+    recs = records(1.0, n=10, domains=("knowledge",), excluded=0)
+    file = write_lmms_output(
+        tmp_path / "out", model="edct_reference", model_args="", tasks=[EdctTask("edct_calibration", recs)]
+    )
+    report = build_report([tmp_path / "out"], tmp_path / "r1")
+    assert report["models"][0]["edct"]["ccs_binary"]["estimate"] == 1.0
+    assert report["models"][0]["runs"][0]["flags"] == []
+
+    other = records(0.5, n=10, domains=("knowledge",), excluded=0)  # the same ids, other verdicts
+    run_dir = _rewrite_run_folder(file, other)
+    report = build_report([tmp_path / "out"], tmp_path / "r2")
+    (model,) = report["models"]
+    expected = summarise(other, seed=0).overall.estimate("ccs_binary")
+    assert expected < 1.0 and model["edct"]["ccs_binary"]["estimate"] == pytest.approx(expected, abs=1e-12)
+    assert run_dir in model["edct"]["ccs_binary"]["source"]
+    flags = " ".join(model["runs"][0]["flags"])
+    assert "edct_calibration ccs_binary is 1.0 in the results file but the records of the run folder" in flags
+
+    _rewrite_run_folder(file, other[:6])  # samples lmms-eval logged that the run folder lacks
+    (model,) = build_report([tmp_path / "out"], tmp_path / "r3")["models"]
+    flags = " ".join(model["runs"][0]["flags"])
+    assert "4 sample(s) logged for edct_calibration are not in the run folder" in flags
+
+
+def test_a_run_folder_read_directly_and_via_lmms_evals_logs_is_one_run(tmp_path):
+    recs = records(0.8, n=10, domains=("knowledge",), excluded=0)
+    write_lmms_output(
+        tmp_path / "out",
+        model="edct_reference",
+        model_args="",
+        tasks=[EdctTask("edct_calibration", recs)],
+        run_dir=tmp_path / "out" / "edct",  # lmms-eval's loop: <output_path>/edct
+    )
+    report = build_report([tmp_path / "out"], tmp_path / "r")
+    (model,) = report["models"]
+    assert len(model["runs"]) == 1 and model["runs"][0]["kind"] == "edct-run"
+    assert model["runs"][0]["flags"] == []
+    # lmms-eval's own value, changed: the one run kept says so
+    (file,) = (tmp_path / "out").glob("*_results.json")
+    raw = json.loads(file.read_text())
+    raw["results"]["edct_calibration"]["ccs_binary,none"] = 0.25
+    file.write_text(json.dumps(raw))
+    (model,) = build_report([tmp_path / "out"], tmp_path / "r2")["models"]
+    (run,) = model["runs"]
+    assert run["kind"] == "edct-run" and len(run["flags"]) == 1
+    assert run["flags"][0].startswith(f"{file}: edct_calibration ccs_binary is 0.25 in the results file")
+
+
+def test_a_logged_run_folder_that_is_gone_is_one_line(tmp_path, capsys):
+    import shutil
+
+    from support.cli_errors import one_line_exit_2
+
+    recs = records(1.0, n=4, domains=("knowledge",), excluded=0)
+    file = write_lmms_output(
+        tmp_path / "out", model="edct_reference", model_args="", tasks=[EdctTask("edct_calibration", recs)]
+    )
+    (line,) = file.parent.glob("*_samples_edct_calibration.jsonl")
+    run_dir = json.loads(line.read_text().splitlines()[0])["edct"]["run_dir"]
+    shutil.rmtree(run_dir)
+    err = one_line_exit_2(
+        capsys, ["report", str(tmp_path / "out"), "--out", str(tmp_path / "r")], run_dir, "does not exist"
+    )
+    assert "pass the run folder itself" in err
+
+
+def test_lmms_output_of_edct_bench_0_2_0_still_reads(tmp_path):
+    """0.2.0 logged a digest under ``edct`` (the run folder at ``setup.run_dir``), not ``run_dir``."""
+    recs = records(0.5, n=10, domains=("knowledge",), excluded=0)
+    file = write_lmms_output(
+        tmp_path / "out", model="edct_reference", model_args="", tasks=[EdctTask("edct_calibration", recs)]
+    )
+    (line,) = file.parent.glob("*_samples_edct_calibration.jsonl")
+    rows = [json.loads(x) for x in line.read_text().splitlines()]
+    for row in rows:
+        named = row["edct"]
+        row["edct"] = {
+            "id": named["id"],
+            "domain": "knowledge",
+            "steps": [],
+            "setup": {"run_dir": named["run_dir"]},
+        }
+    line.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = build_report([tmp_path / "out"], tmp_path / "r")
+    (model,) = report["models"]
+    assert model["edct"]["ccs_binary"]["estimate"] == pytest.approx(
+        summarise(recs, seed=0).overall.estimate("ccs_binary"), abs=1e-12
+    )
+    (run,) = model["runs"]
+    assert run["flags"] == [] and run["kind"] == "lmms-eval"
+    assert rows[0]["edct"]["setup"]["run_dir"] in run["metric_source"]

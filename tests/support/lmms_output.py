@@ -22,7 +22,10 @@ What each piece follows in lmms-eval 0.7.3 (installed package ``lmms_eval``):
   ``<output>/`` when model_args has no ``pretrained=``-like key), ``task_hashes`` and the logged
   sample flattening are lmms-eval's own.
 
-EDCT tasks' per-sample values come from our real ``process_results`` and the YAML's aggregations.
+EDCT tasks' per-sample values are what our ``process_results`` returns (``lmms.results.record_results``,
+as during an export) and the YAML's aggregations; every call writing an EDCT task also writes the
+EDCT run folder its logged samples name (``edct.run_dir``: ``support.edct_runs.write_edct_run`` over
+the records of every EDCT task of the call, the lmms-eval model as its target).
 """
 
 from __future__ import annotations
@@ -87,12 +90,15 @@ def excluded(sample_id: str, domain: str) -> SampleRecord:
     )
 
 
-def _edct_entry(task: EdctTask) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, bool]]:
+def _edct_entry(
+    task: EdctTask, run_dir: Path
+) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, bool]]:
     """results[task], logged samples, higher_is_better: our hooks + lmms-eval's aggregation code."""
     import yaml
     from lmms_eval.api.metrics import mean, mean_stderr
 
-    from edct_task.lmms import aggregation, hooks
+    from edct_task.lmms import aggregation
+    from edct_task.lmms.results import record_results
     from task_configs import TASK_DIR
 
     loader = yaml.SafeLoader
@@ -102,7 +108,7 @@ def _edct_entry(task: EdctTask) -> tuple[dict[str, Any], list[dict[str, Any]], d
     logged = []
     for i, record in enumerate(task.records):
         response = record.model_dump_json()
-        metrics = hooks.process_results({"id": record.sample.id}, [response])
+        metrics = record_results(record, str(run_dir))
         for name, value in metrics.items():  # evaluator.py: sample_metrics[(metric, filter)].append
             sample_metrics.setdefault(name, []).append(value)
         logged.append(
@@ -120,7 +126,8 @@ def _edct_entry(task: EdctTask) -> tuple[dict[str, Any], list[dict[str, Any]], d
     aggregations = {
         "mean": mean,
         "edct_task.lmms.aggregation.count": aggregation.count,
-        "edct_task.lmms.aggregation.audit": aggregation.audit,
+        # the run folder's aggregation: an empty mapping (the run folder is written by the caller)
+        "edct_task.lmms.aggregation.finish_run_folder": lambda items: {},
     }
     entry: dict[str, Any] = {"alias": task.name}
     hib = {}
@@ -146,10 +153,28 @@ def write_lmms_output(
     tasks: list[Any],
     date: str = "2026-12-01T08:00:00.000000",
     log_samples: bool = True,
+    run_dir: Path | None = None,
 ) -> Path:
-    """Write one lmms-eval run; return its results file."""
+    """Write one lmms-eval run; return its results file. Its EDCT tasks' records go to the EDCT run
+    folder ``run_dir`` (default: ``<output_path>_edct/<model folder>_<date>``, beside the output)."""
     from lmms_eval.api.metrics import aggregate_subtask_metrics, pooled_sample_stderr
     from lmms_eval.loggers.evaluation_tracker import EvaluationTracker
+    from support.edct_runs import write_edct_run
+
+    tracker = EvaluationTracker(output_path=str(output_path))
+    tracker.general_config_tracker.log_experiment_args(
+        model_source=model,
+        model_args=model_args,
+        system_instruction=None,
+        chat_template=None,
+        fewshot_as_multiturn=False,
+    )
+    sanitized = tracker.general_config_tracker.model_name_sanitized
+    folder = Path(output_path) / sanitized
+    if run_dir is None:
+        run_dir = Path(f"{output_path}_edct") / f"{sanitized or 'model'}_{date}".replace(":", "-")
+    run_dir = run_dir.resolve()
+    edct_records: list[SampleRecord] = []
 
     results: dict[str, dict[str, Any]] = {}
     samples: dict[str, list[dict[str, Any]]] = {}
@@ -161,7 +186,8 @@ def write_lmms_output(
     def leaf(task: Any, depth: int) -> None:
         prefix = " " * depth + "- " if depth else ""
         if isinstance(task, EdctTask):
-            entry, logged, h = _edct_entry(task)
+            entry, logged, h = _edct_entry(task, run_dir)
+            edct_records.extend(task.records)
             n = len(task.records)
         else:
             entry = {"alias": task.alias or task.name}
@@ -246,19 +272,17 @@ def write_lmms_output(
         "date": date,
         "lmms_eval_version": "0.7.3",
     }
-    tracker = EvaluationTracker(output_path=str(output_path))
-    tracker.general_config_tracker.log_experiment_args(
-        model_source=model,
-        model_args=model_args,
-        system_instruction=None,
-        chat_template=None,
-        fewshot_as_multiturn=False,
-    )
+    if edct_records:  # what our hooks append to the run folder, and its run log
+        write_edct_run(
+            run_dir,
+            edct_records,
+            target={"backend": "lmms-eval", "model": model, "model_args": model_args},
+            resamples=10_000,
+        )
     tracker.save_results_aggregated(
         results=results_dict, samples=samples if log_samples else None, datetime_str=date
     )
     if log_samples:
         for name in samples:
             tracker.save_results_samples(task_name=name, samples=json.loads(json.dumps(samples[name])))
-    folder = Path(output_path) / tracker.general_config_tracker.model_name_sanitized
     return folder / f"{tracker.date_id}_results.json"

@@ -55,6 +55,31 @@ def checkpoints():
     return {b: checkpoint_path(b) for b in ("faithful", "prior")}
 
 
+def test_the_records_of_lmms_eval_output_are_the_run_folders_its_logs_name(tmp_path):
+    """``records`` reads ``out/lmms`` through the EDCT run folder its logs name (wherever it is),
+    not from lmms-eval's logged responses."""
+    import json
+
+    from support.edct_runs import records as make_records
+    from support.edct_runs import write_edct_run
+    from support.lmms_output import EdctTask, write_lmms_output
+
+    logged = make_records(1.0, n=3, domains=("knowledge",), excluded=0)
+    run_dir = tmp_path / "elsewhere" / "edct"
+    write_lmms_output(
+        tmp_path / "lmms",
+        model="qwen3_vl",
+        model_args="pretrained=tiny",
+        tasks=[EdctTask("edct_calibration", logged)],
+        run_dir=run_dir,
+    )
+    kept = make_records(0.0, n=3, domains=("knowledge",), excluded=0)  # the same ids, other verdicts
+    write_edct_run(run_dir, kept)
+    got = records(tmp_path)
+    assert got == {r.sample.id: json.loads(r.model_dump_json()) for r in kept}
+    assert summary(got)["ccs_binary"][0] < 1.0
+
+
 @pytest.mark.slow
 def test_runtimes_a_and_b_score_the_checkpoints_and_the_control_fails(checkpoints, tmp_path):
     a_f = records_of(runtime_a, checkpoints["faithful"], tmp_path / "a-faithful")
