@@ -250,7 +250,8 @@ def _runs_from_lmms(results: ResultsFile, model_key: str, model_name: str) -> li
             logged.setdefault(run_dir, {}).update(by_leaf)
             tops.setdefault(run_dir, []).append(top)
     for run_dir, by_leaf in logged.items():
-        out.append(_named_run(results, run_dir, tops[run_dir], by_leaf, model_key, model_name))
+        logs = [samples_files[leaf] for leaf in by_leaf]
+        out.append(_named_run(results, run_dir, tops[run_dir], by_leaf, logs, model_key, model_name))
     return out
 
 
@@ -259,11 +260,12 @@ def _named_run(
     run_dir: str,
     tops: list[str],
     by_leaf: dict[str, list[str]],
+    logs: list[Path],
     model_key: str,
     model_name: str,
 ) -> EdctRun:
     """The run folder ``run_dir`` that the results file's tasks ``tops`` name, as lmms-eval's run
-    of the model; ``by_leaf``: the sample ids each leaf task logged."""
+    of the model; ``by_leaf``: the sample ids each leaf task logged, in the sample logs ``logs``."""
     loaded = load_named_run(run_dir, results.path)
     run = edct_run_from_results(loaded.results, loaded.records, source=run_dir, kind="edct-run")
     for leaf, ids in by_leaf.items():
@@ -273,9 +275,9 @@ def _named_run(
     run.kind = "lmms-eval"
     run.source = str(results.path)
     run.run_dir = run_dir
-    logs = ", ".join(results.samples_files()[leaf].name for leaf in by_leaf) or f"{RUN_KEY}.run_dir"
+    named_in = ", ".join(log.name for log in logs) or f"{RUN_KEY}.run_dir"
     run.metric_source = (
-        f"the EDCT run folder {run_dir} that {results.path.name} names ({logs}): its results.json, "
+        f"the EDCT run folder {run_dir} that {results.path.name} names ({named_in}): its results.json, "
         "checked against its sample records"
     )
     return run
